@@ -1,0 +1,58 @@
+package ratelimit
+
+import (
+	"context"
+	"time"
+)
+
+// Decision is the outcome of one limit for one request. Being rejected is a
+// Decision with Allowed false, never an error.
+type Decision struct {
+	// Allowed reports whether the request may pass (after Delay).
+	Allowed bool
+	// Limit is the policy's limit (requests per window).
+	Limit int64
+	// Remaining is how many more requests the bucket would admit right now.
+	Remaining int64
+	// RetryAfter is how long until the budget next grows: for a rejected
+	// request, the earliest time a retry can be admitted.
+	RetryAfter time.Duration
+	// Reset is how long until the budget is whole again.
+	Reset time.Duration
+	// Delay is how long an admitted leaky_bucket request waits in the FIFO
+	// before it may leave for the upstream; 0 for every other algorithm.
+	Delay time.Duration
+}
+
+// Request names one bucket: a policy and the consumer's key values.
+type Request struct {
+	Policy *Policy
+	Key    string
+}
+
+// Store keeps limiter state and applies the algorithms' steps to it.
+// Implementations are safe for concurrent use.
+type Store interface {
+	// Decide applies one request to every limit in reqs at now and writes
+	// one Decision per limit to out, which must be as long as reqs. The
+	// limits are decided together: unless every non-shadow limit admits
+	// the request, nothing is consumed from any of them. A shadow limit
+	// that rejects is reported but blocks nothing. The error is non-nil
+	// only when the store failed.
+	Decide(ctx context.Context, now time.Time, reqs []Request, out []Decision) error
+	// Peek reports the bucket's budget at now without consuming any.
+	Peek(ctx context.Context, now time.Time, r Request) (Decision, error)
+	// Close releases the store's resources and stops its background work.
+	Close() error
+}
+
+// Admitted reports whether a request with these decisions may pass: every
+// non-shadow limit admitted it.
+func Admitted(reqs []Request, ds []Decision) bool {
+	for i := range reqs {
+		if !ds[i].Allowed && !reqs[i].Policy.Shadow {
+			return false
+		}
+	}
+	return true
+}

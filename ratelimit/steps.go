@@ -1,0 +1,197 @@
+package ratelimit
+
+import "time"
+
+// The steps below are the algorithms. Each takes the bucket's state, the
+// decision time in Unix nanoseconds and a cost n (1 to take a request, 0 to
+// look without taking), and returns the next state with the Decision. They
+// touch nothing else, so every store and every Redis script mirrors them.
+
+// TokenBucketState is the state of a token bucket kept as its theoretical
+// arrival time (GCRA): the bucket is full once now reaches TAT. The zero
+// value is a full bucket.
+type TokenBucketState struct {
+	TAT int64 // Unix ns
+}
+
+// StepTokenBucket takes n tokens from a bucket of capacity Burst refilled at
+// Limit per Window.
+func StepTokenBucket(p *Policy, s TokenBucketState, now, n int64) (TokenBucketState, Decision) {
+	t := p.interval
+	capacity := p.Burst * t // the bucket's depth in nanoseconds of refill
+	tat := max(s.TAT, now)
+	newTAT := tat + n*t
+	d := Decision{Limit: p.Limit}
+	if newTAT-now > capacity {
+		// Not enough tokens: the retry succeeds once the bucket has drained
+		// down to capacity - n tokens' worth.
+		d.RetryAfter = time.Duration(newTAT - capacity - now)
+		d.Reset = time.Duration(tat - now)
+		d.Remaining = (capacity - (tat - now)) / t
+		return s, d
+	}
+	d.Allowed = true
+	used := newTAT - now
+	d.Remaining = (capacity - used) / t
+	d.Reset = time.Duration(used)
+	if used > 0 {
+		// The next whole token arrives when the partial one fills.
+		if r := used % t; r != 0 {
+			d.RetryAfter = time.Duration(r)
+		} else {
+			d.RetryAfter = time.Duration(t)
+		}
+	}
+	return TokenBucketState{TAT: newTAT}, d
+}
+
+// LeakyBucketState is the state of a leaky bucket kept as a virtual FIFO:
+// Next is the earliest time the next request may leave. The zero value is an
+// idle bucket.
+type LeakyBucketState struct {
+	Next int64 // Unix ns
+}
+
+// StepLeakyBucket schedules n requests to leave one per Interval in arrival
+// order. A request that would wait longer than the queue or MaxWait allows
+// is rejected. The admitted request leaves after Decision.Delay.
+func StepLeakyBucket(p *Policy, s LeakyBucketState, now, n int64) (LeakyBucketState, Decision) {
+	t := p.interval
+	depart := max(s.Next, now)
+	wait := depart - now
+	d := Decision{Limit: p.Limit}
+	// A request leaving at depart is acceptable iff its wait fits both the
+	// queue (queue requests ahead of it at most) and MaxWait; tolerance is
+	// the smaller of the two.
+	if n > 0 && wait > p.tolerance {
+		d.RetryAfter = time.Duration(wait - p.tolerance)
+		d.Reset = time.Duration(wait)
+		return s, d
+	}
+	next := depart + n*t
+	d.Allowed = true
+	if n > 0 {
+		d.Delay = time.Duration(wait)
+	}
+	// How many more would be accepted right now, queue places included.
+	if free := p.tolerance - (next - now); free >= 0 {
+		d.Remaining = free/t + 1
+	}
+	d.Reset = time.Duration(max(next-now, 0))
+	if d.Remaining == 0 {
+		d.RetryAfter = time.Duration(next - now - p.tolerance)
+	}
+	return LeakyBucketState{Next: next}, d
+}
+
+// FixedWindowState counts the requests of the window that starts at Start.
+// Windows are aligned to multiples of Window since the Unix epoch. The zero
+// value is an empty window.
+type FixedWindowState struct {
+	Start int64 // Unix ns
+	Count int64
+}
+
+// windowStart is the aligned window that holds now.
+func windowStart(now, window int64) int64 {
+	s := now - now%window
+	if now < 0 && now%window != 0 {
+		s -= window
+	}
+	return s
+}
+
+// StepFixedWindow admits at most Limit requests per aligned window.
+func StepFixedWindow(p *Policy, s FixedWindowState, now, n int64) (FixedWindowState, Decision) {
+	start := windowStart(now, p.window)
+	if start > s.Start {
+		s = FixedWindowState{Start: start}
+	}
+	// A clock that steps back keeps counting into the newest window.
+	end := s.Start + p.window
+	d := Decision{Limit: p.Limit, Reset: time.Duration(end - now), RetryAfter: time.Duration(end - now)}
+	if s.Count+n > p.Limit {
+		return s, d
+	}
+	s.Count += n
+	d.Allowed = true
+	d.Remaining = p.Limit - s.Count
+	if s.Count == 0 {
+		d.Reset, d.RetryAfter = 0, 0
+	}
+	return s, d
+}
+
+// SlidingWindowCounterState holds the counts of the current aligned window,
+// which starts at Start, and of the one before it. The zero value is empty.
+type SlidingWindowCounterState struct {
+	Start int64 // Unix ns
+	Cur   int64
+	Prev  int64
+}
+
+// StepSlidingWindowCounter admits a request when cur + prev*(1-f) < Limit,
+// f being the elapsed fraction of the current window, and counts it in cur.
+func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int64) (SlidingWindowCounterState, Decision) {
+	w := p.window
+	start := windowStart(now, w)
+	switch {
+	case start == s.Start+w:
+		s = SlidingWindowCounterState{Start: start, Prev: s.Cur}
+	case start > s.Start:
+		s = SlidingWindowCounterState{Start: start}
+	}
+	elapsed := min(max(now-s.Start, 0), w-1)
+	// weight is prev*(1-f) as a float; the same arithmetic runs in Lua.
+	weight := float64(s.Prev) * float64(w-elapsed) / float64(w)
+	d := Decision{Limit: p.Limit}
+	if n > 0 && float64(s.Cur)+weight >= float64(p.Limit) {
+		d.RetryAfter = counterRetry(p, s, elapsed)
+		d.Reset = counterReset(s, now, w)
+		return s, d
+	}
+	s.Cur += n
+	d.Allowed = true
+	if room := float64(p.Limit) - float64(s.Cur) - weight; room > 0 {
+		d.Remaining = ceilInt(room)
+	} else {
+		d.RetryAfter = counterRetry(p, s, elapsed)
+	}
+	d.Reset = counterReset(s, now, w)
+	return s, d
+}
+
+// counterRetry is how long until cur + prev*(1-f) drops below Limit.
+func counterRetry(p *Policy, s SlidingWindowCounterState, elapsed int64) time.Duration {
+	w := p.window
+	toEnd := w - elapsed
+	if s.Cur >= p.Limit {
+		// Only the next window helps: there cur becomes prev, and
+		// cur*(1-f') < limit needs f' > 1 - limit/cur.
+		need := float64(w) - float64(p.Limit)*float64(w)/float64(s.Cur)
+		return time.Duration(toEnd + int64(need) + 1)
+	}
+	// prev*(w-e)/w < limit-cur  <=>  e > w - (limit-cur)*w/prev
+	e := float64(w) - float64(p.Limit-s.Cur)*float64(w)/float64(s.Prev)
+	wait := int64(e) + 1 - elapsed
+	return time.Duration(min(max(wait, 1), toEnd))
+}
+
+// counterReset is how long until both counts have aged out entirely.
+func counterReset(s SlidingWindowCounterState, now, w int64) time.Duration {
+	switch {
+	case s.Cur > 0:
+		return time.Duration(s.Start + 2*w - now)
+	case s.Prev > 0:
+		return time.Duration(s.Start + w - now)
+	}
+	return 0
+}
+
+func ceilInt(x float64) int64 {
+	i := int64(x)
+	if float64(i) < x {
+		i++
+	}
+	return i
+}
