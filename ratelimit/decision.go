@@ -22,6 +22,9 @@ type Decision struct {
 	// Delay is how long an admitted leaky_bucket request waits in the FIFO
 	// before it may leave for the upstream; 0 for every other algorithm.
 	Delay time.Duration
+	// Departure is when an admitted leaky_bucket request leaves: the
+	// decision time plus Delay. Zero for every other algorithm.
+	Departure time.Time
 }
 
 // Request names one bucket: a policy and the consumer's key values.
@@ -42,6 +45,11 @@ type Store interface {
 	Decide(ctx context.Context, now time.Time, reqs []Request, out []Decision) error
 	// Peek reports the bucket's budget at now without consuming any.
 	Peek(ctx context.Context, now time.Time, r Request) (Decision, error)
+	// Wait holds a request that a leaky_bucket limit admitted with a
+	// Delay until its Departure. It returns nil when the request may leave
+	// and ctx.Err() when ctx ends first; a request that gives up returns
+	// its place in the queue.
+	Wait(ctx context.Context, r Request, d Decision) error
 	// Close releases the store's resources and stops its background work.
 	Close() error
 }

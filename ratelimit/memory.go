@@ -106,6 +106,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		e := s.getLocked(reqs[0], t, m.perShard)
 		out[0] = e.decideLocked(reqs[0].Policy, t)
 		s.mu.Unlock()
+		setDeparture(out[:1], now)
 		return nil
 	}
 	var shardBuf [8]int
@@ -141,6 +142,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 	for _, i := range slices.Backward(order) {
 		m.shards[i].mu.Unlock()
 	}
+	setDeparture(out, now)
 	return nil
 }
 
@@ -365,4 +367,12 @@ func (e *entry) peekLocked(p *Policy, now int64) Decision {
 		d = StepSlidingWindowLog(p, e.log, now, 0)
 	}
 	return d
+}
+
+func setDeparture(ds []Decision, now time.Time) {
+	for i := range ds {
+		if ds[i].Delay > 0 {
+			ds[i].Departure = now.Add(ds[i].Delay)
+		}
+	}
 }
