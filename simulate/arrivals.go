@@ -1,0 +1,55 @@
+package simulate
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Arrival is a group of Count requests that arrive together at Offset from
+// the simulation's origin, one after the other in the same instant.
+type Arrival struct {
+	Count  int
+	Offset time.Duration
+}
+
+// ParseArrivals parses a traffic pattern written as comma-separated
+// COUNT@OFFSET parts, such as "100@58s,100@61s": COUNT is a whole number
+// above zero and OFFSET a non-negative Go duration. Spaces around parts are
+// ignored. The parts are returned in the order given; Run sorts them by
+// offset. An error names the first malformed part.
+func ParseArrivals(s string) ([]Arrival, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("parsing arrivals: empty, want COUNT@OFFSET,... like 100@58s,100@61s")
+	}
+	parts := strings.Split(s, ",")
+	out := make([]Arrival, 0, len(parts))
+	total := 0
+	for i, part := range parts {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, fmt.Errorf("parsing arrival #%d: empty part, want COUNT@OFFSET like 100@58s", i+1)
+		}
+		count, offset, ok := strings.Cut(part, "@")
+		if !ok {
+			return nil, fmt.Errorf("parsing arrival %q: want COUNT@OFFSET like 100@58s", part)
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(count))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("parsing arrival %q: count %q: must be a whole number > 0", part, count)
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(offset))
+		if err != nil {
+			return nil, fmt.Errorf("parsing arrival %q: offset: %w", part, err)
+		}
+		if d < 0 {
+			return nil, fmt.Errorf("parsing arrival %q: offset %s: must be >= 0", part, d)
+		}
+		if total += n; total > MaxRequests {
+			return nil, fmt.Errorf("parsing arrival %q: more than %d requests in all", part, MaxRequests)
+		}
+		out = append(out, Arrival{Count: n, Offset: d})
+	}
+	return out, nil
+}
