@@ -1,0 +1,40 @@
+package metrics
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// keysCollector exports sluice_ratelimit_keys by asking its source at
+// scrape time, so counting buckets costs nothing between scrapes.
+type keysCollector struct {
+	desc *prometheus.Desc
+	src  atomic.Pointer[func() map[string]int64]
+}
+
+// SetKeys installs the source of sluice_ratelimit_keys{policy}: f returns
+// the tracked buckets per policy name (MemoryStore.Keys) and is called at
+// each scrape. A reload may replace it; nil removes it, for a store that
+// cannot count its keys.
+func (m *Metrics) SetKeys(f func() map[string]int64) {
+	if f == nil {
+		m.keys.src.Store(nil)
+		return
+	}
+	m.keys.src.Store(&f)
+}
+
+// Describe implements prometheus.Collector.
+func (c *keysCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *keysCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.src.Load()
+	if f == nil {
+		return
+	}
+	for policy, n := range (*f)() {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), policy)
+	}
+}

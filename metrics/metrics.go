@@ -1,0 +1,192 @@
+// Package metrics holds sluice's Prometheus metrics. Handles into them are
+// looked up once, when a configuration is loaded, so a request only touches
+// counters and histograms it already holds: no label lookups and no
+// allocations on the request path.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Histogram buckets, in seconds.
+var (
+	// requestBuckets span a cached answer (sub-millisecond) to a slow
+	// upstream or a long queue wait.
+	requestBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+	// queueWaitBuckets reach the scale of a leaky_bucket max_wait.
+	queueWaitBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+	// storeBuckets cover an in-memory decision up to a Redis round trip
+	// that ran into its timeout.
+	storeBuckets = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}
+)
+
+// Metrics holds every sluice metric on a registry of its own, together with
+// the Go and process collectors. Create one per process with New; reloads
+// call Route and Queue again but never register anything again. It is safe
+// for concurrent use; the zero value is not usable.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	requests       *prometheus.CounterVec   // route, code
+	duration       *prometheus.HistogramVec // route
+	decisions      *prometheus.CounterVec   // route, policy, algorithm, result
+	upstreamErrors *prometheus.CounterVec   // route, kind
+	queueDepth     *prometheus.GaugeVec     // policy
+	queueWait      *prometheus.HistogramVec // policy
+	storeErrors    *prometheus.CounterVec   // store
+	storeDuration  *prometheus.HistogramVec // store
+	reloads        [2]prometheus.Counter    // error, success
+	keys           keysCollector
+
+	mu       sync.Mutex
+	codes    map[string]*codeCounters // by route, shared by every Route of that name
+	routes   map[string]struct{}      // every route handed out by Route
+	policies map[string]struct{}      // every policy handed out by Route and Queue
+}
+
+// New creates the metrics and registers them, with the Go and process
+// collectors, on a new registry.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_http_requests_total",
+			Help: "HTTP requests answered, by route and status code.",
+		}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_http_request_duration_seconds",
+			Help:    "Time from receiving a request to finishing its answer, queue wait included, by route.",
+			Buckets: requestBuckets,
+		}, []string{"route"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_ratelimit_decisions_total",
+			Help: "Rate-limit decisions, one per limit that decided a request, by route, policy, algorithm and result (allowed, rejected, queued, shadow_rejected).",
+		}, []string{"route", "policy", "algorithm", "result"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_upstream_errors_total",
+			Help: "Requests that got no answer from the upstream, by route and kind (refused, timeout, reset, tls, other).",
+		}, []string{"route", "kind"}),
+		queueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_ratelimit_queue_depth",
+			Help: "Requests waiting in a leaky_bucket queue, by policy.",
+		}, []string{"policy"}),
+		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_ratelimit_queue_wait_seconds",
+			Help:    "Time requests spent waiting in a leaky_bucket queue, by policy.",
+			Buckets: queueWaitBuckets,
+		}, []string{"policy"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_errors_total",
+			Help: "Limiter store operations that failed, by store (memory, redis).",
+		}, []string{"store"}),
+		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "sluice_store_duration_seconds",
+			Help:    "Time the limiter store took per decision, by store (memory, redis).",
+			Buckets: storeBuckets,
+		}, []string{"store"}),
+		keys: keysCollector{desc: prometheus.NewDesc(
+			"sluice_ratelimit_keys",
+			"Buckets the memory store tracks, by policy.",
+			[]string{"policy"}, nil,
+		)},
+		codes:    make(map[string]*codeCounters),
+		routes:   make(map[string]struct{}),
+		policies: make(map[string]struct{}),
+	}
+	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_config_reloads_total",
+		Help: "Configuration reloads, by result (success, error).",
+	}, []string{"result"})
+	m.reloads[0] = reloads.WithLabelValues("error")
+	m.reloads[1] = reloads.WithLabelValues("success")
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.duration, m.decisions, m.upstreamErrors,
+		m.queueDepth, m.queueWait, m.storeErrors, m.storeDuration,
+		reloads, &m.keys,
+	)
+	return m
+}
+
+// Registry returns the registry that holds the metrics, for tests and for
+// registering more collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the registry in the Prometheus exposition formats. A
+// collector that fails is reported in the log of the scrape but does not
+// hide the other metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 4,
+	})
+}
+
+// Reload counts one configuration reload: result="success" when ok, else
+// result="error".
+func (m *Metrics) Reload(ok bool) {
+	if ok {
+		m.reloads[1].Inc()
+	} else {
+		m.reloads[0].Inc()
+	}
+}
+
+// Forget removes every series labelled with one of routes (in route) or
+// policies (in policy), for the routes and policies a reload removed. Call
+// it after the new configuration serves: handles the old one still holds
+// keep working but count into series nobody exports any more.
+func (m *Metrics) Forget(routes, policies []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range routes {
+		l := prometheus.Labels{"route": r}
+		m.requests.DeletePartialMatch(l)
+		m.duration.DeletePartialMatch(l)
+		m.decisions.DeletePartialMatch(l)
+		m.upstreamErrors.DeletePartialMatch(l)
+		delete(m.codes, r)
+		delete(m.routes, r)
+	}
+	for _, p := range policies {
+		l := prometheus.Labels{"policy": p}
+		m.decisions.DeletePartialMatch(l)
+		m.queueDepth.DeletePartialMatch(l)
+		m.queueWait.DeletePartialMatch(l)
+		delete(m.policies, p)
+	}
+}
+
+// Retain forgets (see Forget) every route and policy handed out by Route
+// and Queue that is not in routes or policies, the names of the
+// configuration now serving.
+func (m *Metrics) Retain(routes, policies []string) {
+	keepR := make(map[string]bool, len(routes))
+	for _, r := range routes {
+		keepR[r] = true
+	}
+	keepP := make(map[string]bool, len(policies))
+	for _, p := range policies {
+		keepP[p] = true
+	}
+	var goneR, goneP []string
+	m.mu.Lock()
+	for r := range m.routes {
+		if !keepR[r] {
+			goneR = append(goneR, r)
+		}
+	}
+	for p := range m.policies {
+		if !keepP[p] {
+			goneP = append(goneP, p)
+		}
+	}
+	m.mu.Unlock()
+	m.Forget(goneR, goneP)
+}

@@ -1,0 +1,361 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// exercise touches every sluice metric once.
+func exercise(m *Metrics) {
+	r := m.Route("orders", []Limit{
+		{Policy: "api-per-key", Algorithm: "token_bucket"},
+		{Policy: "orders-shaping", Algorithm: "leaky_bucket"},
+	})
+	r.Request(200, 3*time.Millisecond)
+	r.Decision(0, Allowed)
+	r.UpstreamError(UpstreamTimeout)
+	q := m.Queue("orders-shaping")
+	q.Enter()
+	q.Leave(20 * time.Millisecond)
+	m.Store("memory").Observe(time.Millisecond, errors.New("store down"))
+	m.Reload(true)
+	m.SetKeys(func() map[string]int64 { return map[string]int64{"api-per-key": 3} })
+}
+
+// families gathers m's registry, indexed by name.
+func families(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatalf("gathering: %v", err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+func labelNames(m *dto.Metric) []string {
+	var names []string
+	for _, l := range m.GetLabel() {
+		names = append(names, l.GetName())
+	}
+	slices.Sort(names)
+	return names
+}
+
+// labels renders a series' labels as name=value pairs in name order.
+func labels(m *dto.Metric) string {
+	var parts []string
+	for _, l := range m.GetLabel() {
+		parts = append(parts, l.GetName()+"="+l.GetValue())
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
+}
+
+// value returns the counter, gauge or histogram sample count of the series
+// of family name whose labels are want, and whether there is one.
+func value(t *testing.T, m *Metrics, name, want string) (float64, bool) {
+	t.Helper()
+	mf := families(t, m)[name]
+	for _, s := range mf.GetMetric() {
+		if labels(s) != want {
+			continue
+		}
+		switch {
+		case s.Counter != nil:
+			return s.Counter.GetValue(), true
+		case s.Gauge != nil:
+			return s.Gauge.GetValue(), true
+		case s.Histogram != nil:
+			return float64(s.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func wantValue(t *testing.T, m *Metrics, name, lbls string, want float64) {
+	t.Helper()
+	got, ok := value(t, m, name, lbls)
+	if !ok {
+		t.Errorf("%s{%s}: missing, want %v", name, lbls, want)
+		return
+	}
+	if got != want {
+		t.Errorf("%s{%s}: got %v, want %v", name, lbls, got, want)
+	}
+}
+
+func TestFamilies(t *testing.T) {
+	t.Parallel()
+	m := New()
+	exercise(m)
+	want := map[string]struct {
+		typ    dto.MetricType
+		labels []string
+	}{
+		"sluice_http_requests_total":           {dto.MetricType_COUNTER, []string{"code", "route"}},
+		"sluice_http_request_duration_seconds": {dto.MetricType_HISTOGRAM, []string{"route"}},
+		"sluice_ratelimit_decisions_total":     {dto.MetricType_COUNTER, []string{"algorithm", "policy", "result", "route"}},
+		"sluice_ratelimit_queue_depth":         {dto.MetricType_GAUGE, []string{"policy"}},
+		"sluice_ratelimit_queue_wait_seconds":  {dto.MetricType_HISTOGRAM, []string{"policy"}},
+		"sluice_ratelimit_keys":                {dto.MetricType_GAUGE, []string{"policy"}},
+		"sluice_store_errors_total":            {dto.MetricType_COUNTER, []string{"store"}},
+		"sluice_store_duration_seconds":        {dto.MetricType_HISTOGRAM, []string{"store"}},
+		"sluice_upstream_errors_total":         {dto.MetricType_COUNTER, []string{"kind", "route"}},
+		"sluice_config_reloads_total":          {dto.MetricType_COUNTER, []string{"result"}},
+	}
+	got := families(t, m)
+	for name, w := range want {
+		mf, ok := got[name]
+		if !ok {
+			t.Errorf("%s: missing", name)
+			continue
+		}
+		if mf.GetType() != w.typ {
+			t.Errorf("%s type: got %v, want %v", name, mf.GetType(), w.typ)
+		}
+		for _, s := range mf.GetMetric() {
+			if l := labelNames(s); !slices.Equal(l, w.labels) {
+				t.Errorf("%s labels: got %v, want %v", name, l, w.labels)
+			}
+		}
+	}
+	for name := range got {
+		if strings.HasPrefix(name, "sluice_") {
+			if _, ok := want[name]; !ok {
+				t.Errorf("%s: exported but not in the contract", name)
+			}
+		}
+	}
+	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total"} {
+		if _, ok := got[name]; !ok {
+			t.Errorf("%s: missing, want the Go and process collectors", name)
+		}
+	}
+}
+
+func TestLabelValues(t *testing.T) {
+	t.Parallel()
+	m := New()
+	r := m.Route("otp", []Limit{
+		{Policy: "otp-per-phone", Algorithm: "sliding_window_log"},
+		{Policy: "per-ip-hourly", Algorithm: "fixed_window", Shadow: true},
+		{Policy: "otp#3", Algorithm: "leaky_bucket"},
+	})
+	for range 3 {
+		r.Request(200, time.Millisecond)
+	}
+	r.Request(429, time.Millisecond)
+	r.Request(999, time.Millisecond)
+	r.Decision(0, Allowed)
+	r.Decision(0, Rejected)
+	r.Decision(1, ShadowRejected)
+	r.Decision(2, Queued)
+	r.Decision(2, Queued)
+	r.Decision(3, Allowed)     // out of range: ignored
+	r.Decision(0, Result(200)) // out of range: ignored
+	for k := range numUpstreamErrorKinds + 1 {
+		r.UpstreamError(k)
+	}
+	m.Reload(false)
+	m.Reload(false)
+	m.Reload(true)
+	m.Store("redis").Observe(time.Millisecond, nil)
+	m.Store("redis").Observe(time.Millisecond, io.EOF)
+
+	for _, tc := range []struct {
+		name, labels string
+		want         float64
+	}{
+		{"sluice_http_requests_total", "code=200,route=otp", 3},
+		{"sluice_http_requests_total", "code=429,route=otp", 1},
+		{"sluice_http_requests_total", "code=999,route=otp", 1},
+		{"sluice_http_request_duration_seconds", "route=otp", 5},
+		{"sluice_ratelimit_decisions_total", "algorithm=sliding_window_log,policy=otp-per-phone,result=allowed,route=otp", 1},
+		{"sluice_ratelimit_decisions_total", "algorithm=sliding_window_log,policy=otp-per-phone,result=rejected,route=otp", 1},
+		{"sluice_ratelimit_decisions_total", "algorithm=fixed_window,policy=per-ip-hourly,result=shadow_rejected,route=otp", 1},
+		{"sluice_ratelimit_decisions_total", "algorithm=fixed_window,policy=per-ip-hourly,result=allowed,route=otp", 0},
+		{"sluice_ratelimit_decisions_total", "algorithm=leaky_bucket,policy=otp#3,result=queued,route=otp", 2},
+		{"sluice_ratelimit_decisions_total", "algorithm=leaky_bucket,policy=otp#3,result=rejected,route=otp", 0},
+		{"sluice_upstream_errors_total", "kind=refused,route=otp", 1},
+		{"sluice_upstream_errors_total", "kind=timeout,route=otp", 1},
+		{"sluice_upstream_errors_total", "kind=reset,route=otp", 1},
+		{"sluice_upstream_errors_total", "kind=tls,route=otp", 1},
+		{"sluice_upstream_errors_total", "kind=other,route=otp", 2}, // other and an unknown kind
+		{"sluice_config_reloads_total", "result=error", 2},
+		{"sluice_config_reloads_total", "result=success", 1},
+		{"sluice_store_duration_seconds", "store=redis", 2},
+		{"sluice_store_errors_total", "store=redis", 1},
+	} {
+		wantValue(t, m, tc.name, tc.labels, tc.want)
+	}
+	// Series a limit cannot produce are not created until they happen.
+	for _, lbls := range []string{
+		"algorithm=sliding_window_log,policy=otp-per-phone,result=queued,route=otp",
+		"algorithm=sliding_window_log,policy=otp-per-phone,result=shadow_rejected,route=otp",
+		"algorithm=fixed_window,policy=per-ip-hourly,result=rejected,route=otp",
+	} {
+		if got, ok := value(t, m, "sluice_ratelimit_decisions_total", lbls); ok {
+			t.Errorf("sluice_ratelimit_decisions_total{%s}: got %v, want no series", lbls, got)
+		}
+	}
+}
+
+func TestQueueDepth(t *testing.T) {
+	t.Parallel()
+	m := New()
+	q := m.Queue("orders-shaping")
+	q.Enter()
+	q.Enter()
+	q.Enter()
+	q.Leave(time.Second)
+	// A reload hands out a new Queue; requests that entered under the old
+	// one still leave the same gauge.
+	q2 := m.Queue("orders-shaping")
+	q2.Enter()
+	q.Leave(2 * time.Second)
+	wantValue(t, m, "sluice_ratelimit_queue_depth", "policy=orders-shaping", 2)
+	wantValue(t, m, "sluice_ratelimit_queue_wait_seconds", "policy=orders-shaping", 2)
+	mf := families(t, m)["sluice_ratelimit_queue_wait_seconds"]
+	if got, want := mf.GetMetric()[0].GetHistogram().GetSampleSum(), 3.0; got != want {
+		t.Errorf("wait sum: got %v, want %v", got, want)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	m := New()
+	if _, ok := families(t, m)["sluice_ratelimit_keys"]; ok {
+		t.Errorf("sluice_ratelimit_keys: got a family before SetKeys, want none")
+	}
+	m.SetKeys(func() map[string]int64 { return map[string]int64{"a": 3, "b": 1} })
+	wantValue(t, m, "sluice_ratelimit_keys", "policy=a", 3)
+	wantValue(t, m, "sluice_ratelimit_keys", "policy=b", 1)
+	m.SetKeys(func() map[string]int64 { return map[string]int64{"b": 7} })
+	wantValue(t, m, "sluice_ratelimit_keys", "policy=b", 7)
+	if _, ok := value(t, m, "sluice_ratelimit_keys", "policy=a"); ok {
+		t.Errorf("policy=a: still exported after the source was replaced")
+	}
+	m.SetKeys(nil)
+	if _, ok := families(t, m)["sluice_ratelimit_keys"]; ok {
+		t.Errorf("sluice_ratelimit_keys: got a family after SetKeys(nil), want none")
+	}
+}
+
+func TestInstancesDoNotCollide(t *testing.T) {
+	t.Parallel()
+	a, b := New(), New()
+	exercise(a)
+	exercise(b)
+	a.Route("orders", nil).Request(200, time.Millisecond)
+	wantValue(t, a, "sluice_http_requests_total", "code=200,route=orders", 2)
+	wantValue(t, b, "sluice_http_requests_total", "code=200,route=orders", 1)
+}
+
+func TestRouteAgainSharesSeries(t *testing.T) {
+	t.Parallel()
+	m := New()
+	limits := []Limit{{Policy: "api-per-key", Algorithm: "token_bucket"}}
+	old := m.Route("api", limits)
+	old.Request(200, time.Millisecond)
+	old.Decision(0, Allowed)
+	reloaded := m.Route("api", limits)
+	reloaded.Request(200, time.Millisecond)
+	reloaded.Decision(0, Allowed)
+	old.Request(200, time.Millisecond) // in flight across the reload
+	wantValue(t, m, "sluice_http_requests_total", "code=200,route=api", 3)
+	wantValue(t, m, "sluice_ratelimit_decisions_total", "algorithm=token_bucket,policy=api-per-key,result=allowed,route=api", 2)
+}
+
+func TestForgetAndRetain(t *testing.T) {
+	t.Parallel()
+	m := New()
+	a := m.Route("a", []Limit{{Policy: "pa", Algorithm: "token_bucket"}})
+	b := m.Route("b", []Limit{{Policy: "pb", Algorithm: "leaky_bucket"}, {Policy: "shared", Algorithm: "fixed_window"}})
+	m.Queue("pb").Enter()
+	a.Request(200, time.Millisecond)
+	b.Request(200, time.Millisecond)
+
+	m.Retain([]string{"a"}, []string{"pa", "shared"})
+	for _, tc := range []struct {
+		name, labels string
+		kept         bool
+	}{
+		{"sluice_http_requests_total", "code=200,route=a", true},
+		{"sluice_http_requests_total", "code=200,route=b", false},
+		{"sluice_http_request_duration_seconds", "route=b", false},
+		{"sluice_upstream_errors_total", "kind=other,route=b", false},
+		{"sluice_ratelimit_decisions_total", "algorithm=token_bucket,policy=pa,result=allowed,route=a", true},
+		{"sluice_ratelimit_decisions_total", "algorithm=fixed_window,policy=shared,result=allowed,route=b", false},
+		{"sluice_ratelimit_queue_depth", "policy=pb", false},
+	} {
+		if _, ok := value(t, m, tc.name, tc.labels); ok != tc.kept {
+			t.Errorf("%s{%s}: got kept %v, want %v", tc.name, tc.labels, ok, tc.kept)
+		}
+	}
+	// A route that comes back starts from zero.
+	m.Route("b", nil).Request(200, time.Millisecond)
+	wantValue(t, m, "sluice_http_requests_total", "code=200,route=b", 1)
+
+	m.Forget(nil, []string{"pa"})
+	if _, ok := value(t, m, "sluice_ratelimit_decisions_total", "algorithm=token_bucket,policy=pa,result=allowed,route=a"); ok {
+		t.Errorf("policy pa: still exported after Forget")
+	}
+}
+
+func TestHandler(t *testing.T) {
+	t.Parallel()
+	m := New()
+	exercise(m)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if got, want := rec.Code, 200; got != want {
+		t.Fatalf("status: got %d, want %d", got, want)
+	}
+	body := rec.Body.String()
+	for _, s := range []string{
+		`sluice_http_requests_total{code="200",route="orders"} 1`,
+		`sluice_ratelimit_keys{policy="api-per-key"} 3`,
+		`sluice_config_reloads_total{result="success"} 1`,
+		`sluice_http_request_duration_seconds_bucket{route="orders",le="0.005"} 1`,
+		"go_goroutines ",
+	} {
+		if !strings.Contains(body, s) {
+			t.Errorf("body: got no line %q", s)
+		}
+	}
+}
+
+func TestConcurrentUse(t *testing.T) {
+	t.Parallel()
+	m := New()
+	r := m.Route("api", []Limit{{Policy: "p", Algorithm: "token_bucket"}})
+	const workers, each = 4, 500
+	done := make(chan struct{})
+	for w := range workers {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range each {
+				r.Request(200+w*100, time.Millisecond) // 200..500, warmed concurrently
+				r.Decision(0, Result(i%4))
+			}
+		}()
+	}
+	for range workers {
+		<-done
+	}
+	for _, code := range []string{"200", "300", "400", "500"} {
+		wantValue(t, m, "sluice_http_requests_total", "code="+code+",route=api", each)
+	}
+	wantValue(t, m, "sluice_ratelimit_decisions_total", "algorithm=token_bucket,policy=p,result=queued,route=api", workers*each/4)
+}

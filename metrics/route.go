@@ -1,0 +1,178 @@
+package metrics
+
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Limit describes one limit of a route for its decision metrics.
+type Limit struct {
+	// Policy is the policy name, ROUTE#N for an inline policy.
+	Policy string
+	// Algorithm is the algorithm's configuration name, such as "token_bucket".
+	Algorithm string
+	// Shadow marks a limit that never rejects. It only chooses which
+	// result series start at zero; any result can be counted for any limit.
+	Shadow bool
+}
+
+// Result is what one limit decided for one request.
+type Result uint8
+
+// The results, exported as the label values allowed, rejected, queued and
+// shadow_rejected.
+const (
+	Allowed Result = iota
+	Rejected
+	Queued
+	ShadowRejected
+	numResults
+)
+
+var resultNames = [numResults]string{"allowed", "rejected", "queued", "shadow_rejected"}
+
+// String returns the label value of r.
+func (r Result) String() string {
+	if r < numResults {
+		return resultNames[r]
+	}
+	return "Result(" + strconv.Itoa(int(r)) + ")"
+}
+
+// Status codes 100 to 599 have a cached counter; others, which only a
+// misbehaving upstream sends, are looked up on each request.
+const (
+	minCode = 100
+	maxCode = 599
+)
+
+// codeCounters caches one route's sluice_http_requests_total children by
+// status code. It is created on first use and shared by every Route of
+// that name, so a reload starts warm.
+type codeCounters struct {
+	c [maxCode - minCode + 1]atomic.Pointer[counter]
+}
+
+// counter boxes a Counter so it fits an atomic.Pointer.
+type counter struct{ prometheus.Counter }
+
+// Route holds the metric children of one route, looked up once when the
+// configuration is loaded. Its methods do not allocate once every status
+// code seen has been counted once. It is safe for concurrent use.
+type Route struct {
+	name      string
+	vec       *prometheus.CounterVec
+	codes     *codeCounters
+	duration  prometheus.Observer
+	decisions [][numResults]atomic.Pointer[counter]
+	limits    []Limit
+	dvec      *prometheus.CounterVec
+	upstream  [numUpstreamErrorKinds]prometheus.Counter
+}
+
+// Route returns the handles for route, whose limits are given in route
+// order; Decision's limit argument indexes them. Calling it again for the
+// same route, on a reload, returns handles to the same series. The series
+// that a route is sure to use are created at once, at zero, so that rates
+// are right from the first event.
+func (m *Metrics) Route(route string, limits []Limit) *Route {
+	m.mu.Lock()
+	codes := m.codes[route]
+	if codes == nil {
+		codes = new(codeCounters)
+		m.codes[route] = codes
+	}
+	m.routes[route] = struct{}{}
+	for _, l := range limits {
+		m.policies[l.Policy] = struct{}{}
+	}
+	m.mu.Unlock()
+
+	r := &Route{
+		name:      route,
+		vec:       m.requests,
+		codes:     codes,
+		duration:  m.duration.WithLabelValues(route),
+		decisions: make([][numResults]atomic.Pointer[counter], len(limits)),
+		limits:    append([]Limit(nil), limits...),
+		dvec:      m.decisions,
+	}
+	for i, l := range limits {
+		expected := []Result{Allowed, Rejected}
+		if l.Shadow {
+			expected[1] = ShadowRejected
+		}
+		if l.Algorithm == "leaky_bucket" {
+			expected = append(expected, Queued)
+		}
+		for _, res := range expected {
+			r.decisionCounter(i, res)
+		}
+	}
+	for k := range r.upstream {
+		r.upstream[k] = m.upstreamErrors.WithLabelValues(route, UpstreamErrorKind(k).String())
+	}
+	return r
+}
+
+// Name returns the route's name.
+func (r *Route) Name() string { return r.name }
+
+// Request counts one answered request with its status code and how long it
+// took, from arrival to the end of the answer.
+func (r *Route) Request(code int, d time.Duration) {
+	r.duration.Observe(d.Seconds())
+	if code < minCode || code > maxCode {
+		r.vec.WithLabelValues(r.name, strconv.Itoa(code)).Inc()
+		return
+	}
+	slot := &r.codes.c[code-minCode]
+	c := slot.Load()
+	if c == nil {
+		c = &counter{r.vec.WithLabelValues(r.name, strconv.Itoa(code))}
+		if !slot.CompareAndSwap(nil, c) {
+			c = slot.Load()
+		}
+	}
+	c.Inc()
+}
+
+// Decision counts what the limit at index limit (in the order given to
+// Route) decided. An index or result out of range is ignored.
+func (r *Route) Decision(limit int, res Result) {
+	if uint(limit) >= uint(len(r.decisions)) || res >= numResults {
+		return
+	}
+	c := r.decisions[limit][res].Load()
+	if c == nil {
+		c = r.decisionCounter(limit, res)
+	}
+	c.Inc()
+}
+
+// decisionCounter returns the cached child of one limit and result,
+// creating it when it is not cached yet.
+func (r *Route) decisionCounter(limit int, res Result) *counter {
+	slot := &r.decisions[limit][res]
+	if c := slot.Load(); c != nil {
+		return c
+	}
+	l := r.limits[limit]
+	c := &counter{r.dvec.WithLabelValues(r.name, l.Policy, l.Algorithm, res.String())}
+	if !slot.CompareAndSwap(nil, c) {
+		c = slot.Load()
+	}
+	return c
+}
+
+// UpstreamError counts a request that got no answer from the upstream.
+// Unknown kinds count as UpstreamOther.
+func (r *Route) UpstreamError(kind UpstreamErrorKind) {
+	if kind >= numUpstreamErrorKinds {
+		kind = UpstreamOther
+	}
+	r.upstream[kind].Inc()
+}
