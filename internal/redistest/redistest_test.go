@@ -1,0 +1,47 @@
+package redistest
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStartKillRestart(t *testing.T) {
+	s := Start(t)
+	if got := s.Do("SET", "k", "v"); got != "OK" {
+		t.Fatalf("SET: got %q, want OK", got)
+	}
+	if got := s.Do("GET", "k"); got != "v" {
+		t.Fatalf("GET: got %q, want v", got)
+	}
+	s.Kill()
+	if _, err := Command(s.Addr(), "PING"); err == nil {
+		t.Fatal("PING after Kill: got nil error, want a connection error")
+	}
+	s.Restart()
+	if got := s.Do("GET", "k"); got != "" {
+		t.Fatalf("GET after Restart: got %q, want empty (no persistence)", got)
+	}
+}
+
+func TestStartArgs(t *testing.T) {
+	s := Start(t, "--maxmemory-policy", "noeviction")
+	if got := s.Do("CONFIG", "GET", "maxmemory-policy"); got != "maxmemory-policy\nnoeviction" {
+		t.Fatalf("CONFIG GET: got %q, want maxmemory-policy noeviction", got)
+	}
+}
+
+func TestStartCluster(t *testing.T) {
+	addrs := StartCluster(t, 3)
+	if len(addrs) != 3 {
+		t.Fatalf("got %d addresses, want 3", len(addrs))
+	}
+	for _, a := range addrs {
+		info, err := Command(a, "CLUSTER", "INFO")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(info, "cluster_known_nodes:3") {
+			t.Errorf("%s: got %q, want cluster_known_nodes:3", a, info)
+		}
+	}
+}
