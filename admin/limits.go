@@ -1,0 +1,72 @@
+package admin
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/problem"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Limits is the /v1/limits answer: the budget of one bucket right now.
+type Limits struct {
+	Policy    string `json:"policy"`
+	Key       string `json:"key"`
+	Algorithm string `json:"algorithm"`
+	// Limit is the policy's requests per window.
+	Limit int64 `json:"limit"`
+	// Remaining is how many more requests the bucket admits right now
+	// (for leaky_bucket, queue places included).
+	Remaining int64 `json:"remaining"`
+	// ResetSeconds is the whole seconds, rounded up, until the budget is
+	// whole again.
+	ResetSeconds int64 `json:"reset_seconds"`
+}
+
+// limits answers GET /v1/limits?policy=NAME&key=VALUE. VALUE is the
+// bucket's key values joined by "|" in the order of the policy's key list,
+// and is looked up unchanged; an absent key is the empty key. The bucket is
+// only peeked at: asking never consumes budget.
+func limits(src Source) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		name := q.Get("policy")
+		if name == "" {
+			problem.Error(w, http.StatusBadRequest, "missing query parameter policy: use /v1/limits?policy=NAME&key=VALUE")
+			return
+		}
+		store := src.Store()
+		if store == nil {
+			problem.Error(w, http.StatusServiceUnavailable, "no configuration is loaded yet")
+			return
+		}
+		p := src.Policy(name)
+		if p == nil {
+			problem.Error(w, http.StatusNotFound, "unknown policy "+strconv.Quote(name))
+			return
+		}
+		key := q.Get("key")
+		d, err := store.Peek(r.Context(), time.Now(), ratelimit.Request{Policy: p, Key: key})
+		if err != nil {
+			problem.Error(w, http.StatusServiceUnavailable, "reading the bucket from the store: "+err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, Limits{
+			Policy:       p.Name,
+			Key:          key,
+			Algorithm:    p.Algorithm.String(),
+			Limit:        p.Limit,
+			Remaining:    d.Remaining,
+			ResetSeconds: ceilSeconds(d.Reset),
+		})
+	}
+}
+
+// ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
