@@ -1,0 +1,302 @@
+package routes
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Config is a compiled configuration. It is immutable once Load or Parse
+// returns it and safe for concurrent use; the zero value is not useful.
+type Config struct {
+	// Listen is the plain HTTP listener address. Default ":8080".
+	Listen string
+	// Admin is the admin listener address; "" turns it off. Default
+	// "127.0.0.1:9091" when the field is absent.
+	Admin string
+	// TrustedProxies are the peers whose X-Forwarded-For and X-Real-IP are
+	// believed. Bare addresses are single-address prefixes.
+	TrustedProxies []netip.Prefix
+	// ShutdownTimeout is how long SIGTERM lets requests drain. Default 15s.
+	ShutdownTimeout time.Duration
+	// TLS configures the HTTPS listener; nil when the section is absent.
+	TLS *TLS
+	// Store says where limiter state lives.
+	Store Store
+	// Policies holds every policy by name: the named ones and the inline
+	// ones of routes, named "ROUTE#N".
+	Policies map[string]*ratelimit.Policy
+	// Table holds the routes in file order.
+	Table *Table
+	// Log configures request logging.
+	Log Log
+}
+
+// TLS configures the HTTPS listener.
+type TLS struct {
+	// Listen is the HTTPS listener address. Default ":8443".
+	Listen string
+	// RedirectHTTP makes the plain listener answer 308 to https.
+	RedirectHTTP bool
+	// MinVersion is the lowest TLS version accepted, a tls.VersionTLS1x
+	// constant. Default tls.VersionTLS12.
+	MinVersion uint16
+	// Certificates are static certificate pairs, already checked to load.
+	Certificates []CertPair
+	// ACME obtains certificates automatically; nil when absent.
+	ACME *ACME
+}
+
+// CertPair names a PEM certificate chain and its private key. Relative
+// paths in the file are resolved against the config file's directory.
+type CertPair struct {
+	CertFile, KeyFile string
+}
+
+// ACME configures automatic certificates.
+type ACME struct {
+	// Domains are the names certificates are obtained for; at least one.
+	Domains []string
+	// Email is the ACME account contact; optional.
+	Email string
+	// CA is the ACME directory URL. Default Let's Encrypt production.
+	CA string
+	// CARoot is a PEM file of roots to trust the CA's own TLS with; "" uses
+	// the system roots.
+	CARoot string
+	// Storage is the certificate storage directory. Default "data/certs".
+	Storage string
+	// Challenges are the ACME challenge types offered: "http-01" and/or
+	// "tls-alpn-01". Default both.
+	Challenges []string
+}
+
+// LetsEncrypt is the default ACME directory.
+const LetsEncrypt = "https://acme-v02.api.letsencrypt.org/directory"
+
+// Store says where limiter state lives.
+type Store struct {
+	// Type is "memory" (default) or "redis".
+	Type   string
+	Memory Memory
+	Redis  Redis
+}
+
+// Memory configures the in-process store.
+type Memory struct {
+	// MaxKeys bounds the tracked buckets. Default 1,000,000.
+	MaxKeys int
+}
+
+// Redis configures the Redis store.
+type Redis struct {
+	// Mode is "standalone" (default), "cluster" or "sentinel".
+	Mode string
+	// Addresses are host:port seeds (sentinels in sentinel mode). Default
+	// ["127.0.0.1:6379"].
+	Addresses []string
+	// MasterName is the sentinel master; required in sentinel mode.
+	MasterName string
+	Username   string
+	Password   string
+	// DB is the database number; always 0 in cluster mode.
+	DB int
+	// KeyPrefix starts every key sluice writes. Default "sluice:".
+	KeyPrefix string
+	// Timeout bounds one decision. Default 50ms.
+	Timeout time.Duration
+	// OnError is what happens when Redis fails: "local" (default) falls
+	// back to an in-process limiter, "allow" lets requests through, "deny"
+	// rejects them.
+	OnError string
+}
+
+// Log configures request logging.
+type Log struct {
+	// AccessLog writes one line per request. Default true.
+	AccessLog bool
+	// LogKeys adds consumer key values to access log lines. Default false,
+	// since keys are often credentials.
+	LogKeys bool
+}
+
+// Load reads path and returns the compiled configuration. When the file is
+// invalid the error is a Problems, one "FILE:LINE:COL: field: message" per
+// line, FILE as given in path. Relative paths in the file are resolved
+// against its directory.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	return Parse(path, data, os.LookupEnv)
+}
+
+// Parse is Load on data already read: name is used in messages and its
+// directory to resolve relative paths; env looks up ${NAME} (nil: every
+// variable is unset).
+func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, error) {
+	d := &decoder{file: name, env: env}
+	root := d.document(data)
+	var c *Config
+	if len(d.probs) == 0 {
+		c = d.config(root, filepath.Dir(name))
+	}
+	if len(d.probs) > 0 {
+		d.probs.sort()
+		return nil, d.probs
+	}
+	return c, nil
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// document parses data as exactly one YAML document and returns its root;
+// nil for an empty file.
+func (d *decoder) document(data []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*yaml.Node
+	for {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			line, msg := 1, err.Error()
+			if m := yamlLine.FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+				msg = m[2]
+			}
+			d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: 1, Message: "syntax error: " + msg})
+			return nil
+		}
+		docs = append(docs, &n)
+	}
+	if len(docs) == 0 || len(docs[0].Content) == 0 {
+		return nil
+	}
+	if len(docs) > 1 {
+		d.errorf(docs[1], "", "a config file holds one YAML document, not %d", len(docs))
+	}
+	return docs[0].Content[0]
+}
+
+func (d *decoder) config(root *yaml.Node, dir string) *Config {
+	m := d.fields(root, "", "listen", "admin", "trusted_proxies", "shutdown_timeout", "tls", "store", "policies", "routes", "log")
+	c := &Config{
+		Listen:          d.address(d.str(m, "listen", ""), "listen").or(":8080"),
+		Admin:           "127.0.0.1:9091",
+		ShutdownTimeout: d.positive(d.duration(m, "shutdown_timeout", ""), "shutdown_timeout").or(15 * time.Second),
+	}
+	if a := d.str(m, "admin", ""); a.set {
+		c.Admin = a.v
+		if a.v != "" {
+			d.address(a, "admin")
+		}
+	}
+	c.TrustedProxies = d.prefixes(d.strs(m, "trusted_proxies", ""), "trusted_proxies")
+	if e := m["tls"]; !isNull(e.val) {
+		c.TLS = d.tls(e.val, "tls", dir)
+	}
+	c.Store = d.store(m["store"].val, "store")
+	policies := d.policies(m["policies"].val, "policies")
+	c.Policies = make(map[string]*ratelimit.Policy, len(policies))
+	for name, p := range policies {
+		if p != nil {
+			c.Policies[name] = p.pol
+		}
+	}
+	c.Table = d.routes(m["routes"].val, "routes", policies, c.Policies)
+	lm := d.fields(m["log"].val, "log", "access_log", "log_keys")
+	c.Log = Log{
+		AccessLog: d.boolean(lm, "access_log", "log").or(true),
+		LogKeys:   d.boolean(lm, "log_keys", "log").or(false),
+	}
+	return c
+}
+
+// address checks that v is host:port with a numeric port (0 picks any).
+func (d *decoder) address(v val[string], path string) val[string] {
+	if !v.set {
+		return v
+	}
+	if err := checkAddress(v.v); err != nil {
+		d.errorf(v.n, path, "%v", err)
+		return val[string]{}
+	}
+	return v
+}
+
+func checkAddress(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("invalid address %q: want host:port, like :8080 or 127.0.0.1:8080", s)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p > 65535 {
+		return fmt.Errorf("invalid port in %q: want a number from 0 to 65535", s)
+	}
+	return nil
+}
+
+// positive reports a duration that is not > 0.
+func (d *decoder) positive(v val[time.Duration], path string) val[time.Duration] {
+	if v.set && v.v <= 0 {
+		d.errorf(v.n, path, "must be > 0")
+		return val[time.Duration]{}
+	}
+	return v
+}
+
+func (d *decoder) prefixes(v val[[]val[string]], path string) []netip.Prefix {
+	var out []netip.Prefix
+	for i, s := range v.v {
+		if !s.set {
+			continue
+		}
+		p, err := parsePrefix(s.v)
+		if err != nil {
+			d.errorf(s.n, index(path, i), "%v", err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("invalid address %q: zones are not allowed", s)
+		}
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("invalid CIDR %q: want an address or prefix, like 10.0.0.0/8 or 192.0.2.7", s)
+	}
+	if p != p.Masked() {
+		return netip.Prefix{}, fmt.Errorf("invalid CIDR %q: host bits are set (did you mean %s?)", s, p.Masked())
+	}
+	return p, nil
+}
+
+// resolvePath makes a relative path in the file relative to its directory.
+func resolvePath(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(dir, p)
+}

@@ -1,0 +1,277 @@
+package routes
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// decoder walks a YAML node tree strictly, expanding ${NAME} in scalar
+// values and collecting every problem with the position of its node. The
+// standard struct decoding is not used because it loses the position of
+// most mistakes and stops at the first type error.
+type decoder struct {
+	file  string
+	env   func(string) (string, bool)
+	probs Problems
+}
+
+// entry is one key and value of a mapping.
+type entry struct {
+	key, val *yaml.Node
+}
+
+// val is a decoded value with the node it came from. n is nil when the field
+// was absent or null; set tells a present value from the zero value.
+type val[T any] struct {
+	v   T
+	set bool
+	n   *yaml.Node
+}
+
+// or returns the value, or def when the field was absent.
+func (v val[T]) or(def T) T {
+	if v.set {
+		return v.v
+	}
+	return def
+}
+
+// errorf records a problem at n, or at line 1 column 1 when n is nil.
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
+	p := Problem{File: d.file, Line: 1, Col: 1, Path: path, Message: fmt.Sprintf(format, args...)}
+	if n != nil {
+		p.Line, p.Col = n.Line, n.Column
+	}
+	d.probs = append(d.probs, p)
+}
+
+func field(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+// deref follows aliases to the node they stand for.
+func deref(n *yaml.Node) *yaml.Node {
+	for n != nil && n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	n = deref(n)
+	return n == nil || n.Kind == 0 || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// kindName says what a node is, for "must be a mapping, not a list".
+func kindName(n *yaml.Node) string {
+	switch deref(n).Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	return "a scalar"
+}
+
+// entries returns the pairs of mapping n in file order, merge keys (<<)
+// resolved, each key appearing once. A null n is an empty mapping.
+func (d *decoder) entries(n *yaml.Node, path string) []entry {
+	if isNull(n) {
+		return nil
+	}
+	m := deref(n)
+	if m.Kind != yaml.MappingNode {
+		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
+		return nil
+	}
+	var out, merged []entry
+	seen := map[string]*yaml.Node{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := m.Content[i], m.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merged = append(merged, d.merge(v, path)...)
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "keys must be plain strings")
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.errorf(k, field(path, k.Value), "duplicate field (first at line %d)", first.Line)
+			continue
+		}
+		seen[k.Value] = k
+		out = append(out, entry{k, v})
+	}
+	for _, e := range merged {
+		if _, dup := seen[e.key.Value]; !dup {
+			seen[e.key.Value] = e.key
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// merge returns the pairs a merge key's value brings in: one mapping or a
+// list of them, earlier ones taking precedence.
+func (d *decoder) merge(v *yaml.Node, path string) []entry {
+	v = deref(v)
+	if v.Kind == yaml.SequenceNode {
+		var out []entry
+		for _, c := range v.Content {
+			out = append(out, d.entries(c, path)...)
+		}
+		return out
+	}
+	return d.entries(v, path)
+}
+
+// fields returns the pairs of mapping n by key, reporting every key not in
+// known as an unknown field at the key's position.
+func (d *decoder) fields(n *yaml.Node, path string, known ...string) map[string]entry {
+	out := map[string]entry{}
+	for _, e := range d.entries(n, path) {
+		if !contains(known, e.key.Value) {
+			d.errorf(e.key, field(path, e.key.Value), "unknown field")
+			continue
+		}
+		out[e.key.Value] = e
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// text returns the expanded text of scalar n. ok is false when n is absent
+// or null (no problem) or when n is not a scalar or its expansion failed (a
+// problem is recorded).
+func (d *decoder) text(n *yaml.Node, path string) (s string, ok bool) {
+	if isNull(n) {
+		return "", false
+	}
+	if deref(n).Kind != yaml.ScalarNode {
+		d.errorf(n, path, "must be a single value, not %s", kindName(n))
+		return "", false
+	}
+	s, err := expand(deref(n).Value, d.env)
+	if err != nil {
+		d.errorf(n, path, "%v", err)
+		return "", false
+	}
+	return s, true
+}
+
+func (d *decoder) str(m map[string]entry, name, path string) val[string] {
+	e := m[name]
+	s, ok := d.text(e.val, field(path, name))
+	if !ok {
+		return val[string]{}
+	}
+	return val[string]{s, true, e.val}
+}
+
+func (d *decoder) integer(m map[string]entry, name, path string) val[int64] {
+	e := m[name]
+	s, ok := d.text(e.val, field(path, name))
+	if !ok {
+		return val[int64]{}
+	}
+	i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if err != nil {
+		d.errorf(e.val, field(path, name), "must be a whole number, not %q", s)
+		return val[int64]{}
+	}
+	return val[int64]{i, true, e.val}
+}
+
+func (d *decoder) duration(m map[string]entry, name, path string) val[time.Duration] {
+	e := m[name]
+	s, ok := d.text(e.val, field(path, name))
+	if !ok {
+		return val[time.Duration]{}
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		d.errorf(e.val, field(path, name), "invalid duration %q (want a number and a unit, like 500ms, 1m or 1h)", s)
+		return val[time.Duration]{}
+	}
+	return val[time.Duration]{v, true, e.val}
+}
+
+func (d *decoder) boolean(m map[string]entry, name, path string) val[bool] {
+	e := m[name]
+	s, ok := d.text(e.val, field(path, name))
+	if !ok {
+		return val[bool]{}
+	}
+	switch s {
+	case "true", "True", "TRUE":
+		return val[bool]{true, true, e.val}
+	case "false", "False", "FALSE":
+		return val[bool]{false, true, e.val}
+	}
+	d.errorf(e.val, field(path, name), "must be true or false, not %q", s)
+	return val[bool]{}
+}
+
+// strs decodes a list of strings. A single value is a one-element list.
+func (d *decoder) strs(m map[string]entry, name, path string) val[[]val[string]] {
+	e := m[name]
+	path = field(path, name)
+	if isNull(e.val) {
+		return val[[]val[string]]{}
+	}
+	n := deref(e.val)
+	if n.Kind == yaml.ScalarNode {
+		s, ok := d.text(e.val, path)
+		if !ok {
+			return val[[]val[string]]{[]val[string]{{n: e.val}}, true, e.val}
+		}
+		return val[[]val[string]]{[]val[string]{{s, true, e.val}}, true, e.val}
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(e.val, path, "must be a list, not %s", kindName(e.val))
+		return val[[]val[string]]{}
+	}
+	out := make([]val[string], 0, len(n.Content))
+	for i, c := range n.Content {
+		s, ok := d.text(c, index(path, i))
+		if !ok {
+			if isNull(c) {
+				d.errorf(c, index(path, i), "must not be empty")
+			}
+			out = append(out, val[string]{n: c})
+			continue
+		}
+		out = append(out, val[string]{s, true, c})
+	}
+	return val[[]val[string]]{out, true, e.val}
+}
+
+// items returns the elements of list n; a null n is an empty list.
+func (d *decoder) items(n *yaml.Node, path string) []*yaml.Node {
+	if isNull(n) {
+		return nil
+	}
+	if deref(n).Kind != yaml.SequenceNode {
+		d.errorf(n, path, "must be a list, not %s", kindName(n))
+		return nil
+	}
+	return deref(n).Content
+}

@@ -1,0 +1,164 @@
+package routes
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// policyDef is a compiled policy with its key sources, before it is bound
+// to a route.
+type policyDef struct {
+	pol     *ratelimit.Policy
+	sources []source
+	text    string // the key list as written, joined by '|'
+	node    *yaml.Node
+}
+
+func (p *policyDef) readsBody() bool {
+	for _, s := range p.sources {
+		if s.kind == srcJSON {
+			return true
+		}
+	}
+	return false
+}
+
+var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow"}
+
+// policies decodes the named policies. A name that failed to compile maps
+// to nil, so references to it are not reported as unknown as well.
+func (d *decoder) policies(n *yaml.Node, path string) map[string]*policyDef {
+	out := map[string]*policyDef{}
+	for _, e := range d.entries(n, path) {
+		name := e.key.Value
+		p := field(path, name)
+		if err := checkName(name); err != nil {
+			d.errorf(e.key, p, "%v", err)
+		}
+		out[name] = d.policy(e.val, p, name)
+	}
+	return out
+}
+
+// checkName keeps policy and route names usable in header strings, metric
+// labels, inline names ("ROUTE#N") and /v1/limits keys.
+func checkName(s string) error {
+	if s == "" {
+		return errors.New("name must not be empty")
+	}
+	for _, c := range s {
+		if c <= ' ' || c >= 0x7f || strings.ContainsRune(`#|"\`, c) {
+			return fmt.Errorf("invalid name %q: use letters, digits and punctuation other than # | \" \\", s)
+		}
+	}
+	return nil
+}
+
+// policy decodes one policy mapping (named or inline) and compiles it with
+// ratelimit.NewPolicy, placing each of its complaints on the field at fault.
+func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
+	before := len(d.probs)
+	m := d.fields(n, path, policyFields...)
+	if deref(n) == nil || deref(n).Kind != yaml.MappingNode {
+		if isNull(n) {
+			d.errorf(n, path, "must be a mapping with algorithm, limit, window and key")
+		}
+		return nil
+	}
+	alg := d.str(m, "algorithm", path)
+	limit := d.integer(m, "limit", path)
+	window := d.duration(m, "window", path)
+	burst := d.integer(m, "burst", path)
+	queue := d.integer(m, "queue", path)
+	maxWait := d.duration(m, "max_wait", path)
+	shadow := d.boolean(m, "shadow", path)
+	key := d.strs(m, "key", path)
+
+	skip := map[string]bool{} // fields already reported
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"algorithm", alg.set}, {"limit", limit.set}, {"window", window.set}} {
+		if !f.set {
+			skip[f.name] = true
+			if isNull(m[f.name].val) {
+				d.errorf(n, field(path, f.name), "required")
+			}
+		}
+	}
+	p := ratelimit.Policy{
+		Name:    name,
+		Limit:   limit.v,
+		Window:  window.v,
+		Burst:   burst.v,
+		Queue:   queue.v,
+		MaxWait: maxWait.v,
+		Shadow:  shadow.v,
+	}
+	if alg.set {
+		a, err := ratelimit.ParseAlgorithm(alg.v)
+		if err != nil {
+			d.errorf(alg.n, field(path, "algorithm"), "%v", err)
+			skip["algorithm"] = true
+		}
+		p.Algorithm = a
+	}
+	nodes := map[string]*yaml.Node{
+		"algorithm": alg.n, "limit": limit.n, "window": window.n,
+		"burst": burst.n, "queue": queue.n, "max_wait": maxWait.n,
+	}
+	if p.Algorithm != ratelimit.LeakyBucket && !queue.set && maxWait.set {
+		// NewPolicy files a lone max_wait under queue.
+		nodes["queue"] = maxWait.n
+	}
+	pol, err := ratelimit.NewPolicy(p)
+	for _, e := range unjoin(err) {
+		f, msg, _ := strings.Cut(e.Error(), ": ")
+		if skip[f] || skip["algorithm"] && (f == "algorithm" || strings.HasPrefix(msg, "only ")) {
+			continue
+		}
+		if f == "queue" && nodes["queue"] == maxWait.n && maxWait.n != nil {
+			f, msg = "max_wait", "only leaky_bucket has a max_wait"
+		}
+		d.errorf(orNode(nodes[f], n), field(path, f), "%s", msg)
+	}
+
+	def := &policyDef{pol: pol, node: n}
+	kp := field(path, "key")
+	var texts []string
+	for i, s := range key.v {
+		if !s.set {
+			continue
+		}
+		src, err := parseSource(s.v)
+		if err != nil {
+			d.errorf(s.n, index(kp, i), "%v", err)
+			continue
+		}
+		def.sources = append(def.sources, src)
+		texts = append(texts, s.v)
+	}
+	if len(key.v) == 0 {
+		d.errorf(orNode(key.n, n), kp, "must list at least one key source, like [ip] or [header:X-API-Key]")
+	}
+	def.text = strings.Join(texts, "|")
+	if len(d.probs) > before || pol == nil {
+		return nil
+	}
+	return def
+}
+
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

@@ -1,0 +1,340 @@
+package routes
+
+import (
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Table is the compiled list of routes. It is immutable and safe for
+// concurrent use.
+type Table struct {
+	Routes []*Route
+}
+
+// Match returns the first route in file order matching r, or nil.
+func (t *Table) Match(r *http.Request) *Route {
+	if t == nil {
+		return nil
+	}
+	for _, rt := range t.Routes {
+		if rt.Matches(r) {
+			return rt
+		}
+	}
+	return nil
+}
+
+// Route is one compiled route. It is immutable and safe for concurrent use.
+type Route struct {
+	// Name identifies the route in metrics, logs and inline policy names.
+	Name string
+	// Upstreams are the backends, tried round robin; at least one.
+	Upstreams []*url.URL
+	// StripPrefix is removed from the request path before forwarding.
+	StripPrefix string
+	// Timeout bounds the wait for the upstream's response headers.
+	// Default 30s.
+	Timeout time.Duration
+	// Limits are the route's limits in route order.
+	Limits []*Limit
+	// ReadsBody reports whether some limit's key has a json: source, so
+	// the body must be read (up to MaxBodyBytes) before deciding.
+	ReadsBody bool
+
+	host       string // lower case; "" matches any host
+	wildcard   bool   // host is a suffix like ".example.com"
+	path       string
+	pathPrefix string
+	methods    []string
+	headers    []headerMatch
+}
+
+type headerMatch struct {
+	name, value string // name canonical
+}
+
+// Limit is one limit of a route: a policy and the key that picks its bucket.
+type Limit struct {
+	Policy *ratelimit.Policy
+	Key    *Key
+}
+
+// Matches reports whether r satisfies every condition of the route's match:
+// host (port and a trailing dot ignored, case-insensitive; "*.example.com"
+// matches any name below example.com but not example.com itself), exact
+// path or plain path prefix, method, and headers.
+func (rt *Route) Matches(r *http.Request) bool {
+	if rt.host != "" {
+		h := requestHost(r)
+		if rt.wildcard {
+			if len(h) <= len(rt.host) || !strings.EqualFold(h[len(h)-len(rt.host):], rt.host) {
+				return false
+			}
+		} else if !strings.EqualFold(h, rt.host) {
+			return false
+		}
+	}
+	p := r.URL.Path
+	if rt.path != "" && p != rt.path {
+		return false
+	}
+	if rt.pathPrefix != "" && !strings.HasPrefix(p, rt.pathPrefix) {
+		return false
+	}
+	if len(rt.methods) > 0 && !contains(rt.methods, r.Method) {
+		return false
+	}
+	for _, h := range rt.headers {
+		if !contains(r.Header[h.name], h.value) {
+			return false
+		}
+	}
+	return true
+}
+
+// requestHost returns the request's host without port or trailing dot.
+func requestHost(r *http.Request) string {
+	h := r.Host
+	if h == "" && r.URL != nil {
+		h = r.URL.Host
+	}
+	if strings.HasPrefix(h, "[") {
+		if i := strings.IndexByte(h, ']'); i > 0 {
+			h = h[1:i]
+		}
+	} else if i := strings.LastIndexByte(h, ':'); i >= 0 && strings.IndexByte(h, ':') == i {
+		h = h[:i]
+	}
+	return strings.TrimSuffix(h, ".")
+}
+
+// routes compiles the route list against the named policies; inline
+// policies are added to all.
+func (d *decoder) routes(n *yaml.Node, path string, named map[string]*policyDef, all map[string]*ratelimit.Policy) *Table {
+	t := &Table{}
+	names := map[string]*yaml.Node{}
+	for i, rn := range d.items(n, path) {
+		p := index(path, i)
+		rt, nameNode := d.route(rn, p, named, all)
+		if rt == nil {
+			continue
+		}
+		if rt.Name != "" {
+			if first, dup := names[rt.Name]; dup {
+				d.errorf(nameNode, field(p, "name"), "duplicate route name %q (first at line %d)", rt.Name, first.Line)
+			} else {
+				names[rt.Name] = nameNode
+			}
+		}
+		t.Routes = append(t.Routes, rt)
+	}
+	return t
+}
+
+var routeFields = []string{"name", "match", "upstream", "upstreams", "strip_prefix", "timeout", "limits"}
+
+// route compiles one route; it also returns the node of its name, for the
+// duplicate check.
+func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, all map[string]*ratelimit.Policy) (*Route, *yaml.Node) {
+	if deref(n).Kind != yaml.MappingNode {
+		d.errorf(n, path, "must be a mapping, not %s", kindName(n))
+		return nil, nil
+	}
+	m := d.fields(n, path, routeFields...)
+	rt := &Route{
+		Timeout: d.positive(d.duration(m, "timeout", path), field(path, "timeout")).or(30 * time.Second),
+	}
+	name := d.str(m, "name", path)
+	if !name.set {
+		if isNull(m["name"].val) {
+			d.errorf(n, field(path, "name"), "required")
+		}
+	} else if err := checkName(name.v); err != nil {
+		d.errorf(name.n, field(path, "name"), "%v", err)
+	} else {
+		rt.Name = name.v
+	}
+	if v := d.str(m, "strip_prefix", path); v.set {
+		if v.v != "" && !strings.HasPrefix(v.v, "/") {
+			d.errorf(v.n, field(path, "strip_prefix"), "must start with /")
+		}
+		rt.StripPrefix = v.v
+	}
+	d.match(m["match"].val, field(path, "match"), rt)
+	d.upstreams(n, m, path, rt)
+
+	lp := field(path, "limits")
+	var leaky string
+	used := map[string]string{}
+	for i, ln := range d.items(m["limits"].val, lp) {
+		p := index(lp, i)
+		var def *policyDef
+		if ref := deref(ln); ref.Kind == yaml.ScalarNode {
+			name, ok := d.text(ln, p)
+			if !ok {
+				if isNull(ln) {
+					d.errorf(ln, p, "must be a policy name or a policy mapping")
+				}
+				continue
+			}
+			var known bool
+			def, known = named[name]
+			if !known {
+				d.errorf(ln, p, "unknown policy %q", name)
+				continue
+			}
+			if first, dup := used[name]; dup {
+				d.errorf(ln, p, "policy %q is already listed as %s", name, first)
+				continue
+			}
+			used[name] = p
+		} else {
+			def = d.policy(ln, p, rt.Name+"#"+strconv.Itoa(i+1))
+		}
+		if def == nil {
+			continue
+		}
+		if def.pol.Algorithm == ratelimit.LeakyBucket {
+			if leaky != "" {
+				d.errorf(ln, p, "a route has at most one leaky_bucket limit (the first is %s)", leaky)
+				continue
+			}
+			leaky = p
+		}
+		if deref(ln).Kind != yaml.ScalarNode {
+			all[def.pol.Name] = def.pol
+		}
+		rt.Limits = append(rt.Limits, &Limit{
+			Policy: def.pol,
+			Key:    &Key{sources: def.sources, route: rt.Name, text: def.text},
+		})
+		rt.ReadsBody = rt.ReadsBody || def.readsBody()
+	}
+	return rt, name.n
+}
+
+func (d *decoder) upstreams(n *yaml.Node, m map[string]entry, path string, rt *Route) {
+	one, many := m["upstream"], m["upstreams"]
+	switch {
+	case !isNull(one.val) && !isNull(many.val):
+		d.errorf(many.key, field(path, "upstreams"), "set upstream or upstreams, not both")
+		return
+	case isNull(one.val) && isNull(many.val):
+		d.errorf(n, field(path, "upstream"), "required (or upstreams)")
+		return
+	}
+	if !isNull(one.val) {
+		if v := d.str(m, "upstream", path); v.set {
+			if u, err := parseUpstream(v.v); err != nil {
+				d.errorf(v.n, field(path, "upstream"), "%v", err)
+			} else {
+				rt.Upstreams = append(rt.Upstreams, u)
+			}
+		}
+		return
+	}
+	list := d.strs(m, "upstreams", path)
+	for i, v := range list.v {
+		if !v.set {
+			continue
+		}
+		if u, err := parseUpstream(v.v); err != nil {
+			d.errorf(v.n, index(field(path, "upstreams"), i), "%v", err)
+		} else {
+			rt.Upstreams = append(rt.Upstreams, u)
+		}
+	}
+	if list.set && len(list.v) == 0 {
+		d.errorf(list.n, field(path, "upstreams"), "must list at least one upstream")
+	}
+}
+
+func parseUpstream(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("invalid upstream URL %q", s)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("invalid upstream URL %q: scheme must be http or https", s)
+	case u.Host == "":
+		return nil, fmt.Errorf("invalid upstream URL %q: no host", s)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return nil, fmt.Errorf("invalid upstream URL %q: only scheme, host and path are allowed", s)
+	}
+	return u, nil
+}
+
+func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
+	m := d.fields(n, path, "host", "path", "path_prefix", "methods", "headers")
+	if h := d.str(m, "host", path); h.set {
+		host := strings.ToLower(strings.TrimSuffix(h.v, "."))
+		if rest, ok := strings.CutPrefix(host, "*."); ok {
+			host, rt.wildcard = "."+rest, true
+		}
+		if !validHostname(strings.TrimPrefix(host, ".")) || strings.Contains(host, "*") {
+			d.errorf(h.n, field(path, "host"), "invalid host %q: want a name like api.example.com or *.example.com, without port", h.v)
+		}
+		rt.host = host
+	}
+	p, pp := d.str(m, "path", path), d.str(m, "path_prefix", path)
+	if p.set && pp.set {
+		d.errorf(m["path_prefix"].key, field(path, "path_prefix"), "set path or path_prefix, not both")
+	}
+	for _, v := range []struct {
+		v    val[string]
+		name string
+		dst  *string
+	}{{p, "path", &rt.path}, {pp, "path_prefix", &rt.pathPrefix}} {
+		if !v.v.set {
+			continue
+		}
+		if !strings.HasPrefix(v.v.v, "/") {
+			d.errorf(v.v.n, field(path, v.name), "must start with /")
+		}
+		*v.dst = v.v.v
+	}
+	for i, v := range d.strs(m, "methods", path).v {
+		if !v.set {
+			continue
+		}
+		if !validToken(v.v) {
+			d.errorf(v.n, index(field(path, "methods"), i), "invalid method %q", v.v)
+			continue
+		}
+		rt.methods = append(rt.methods, strings.ToUpper(v.v))
+	}
+	hp := field(path, "headers")
+	seen := map[string]bool{}
+	for _, e := range d.entries(m["headers"].val, hp) {
+		name := textproto.CanonicalMIMEHeaderKey(e.key.Value)
+		p := field(hp, e.key.Value)
+		switch {
+		case !validToken(e.key.Value):
+			d.errorf(e.key, p, "invalid header name %q", e.key.Value)
+			continue
+		case name == "Host":
+			d.errorf(e.key, p, "match the host with match.host")
+			continue
+		case seen[name]:
+			d.errorf(e.key, p, "header %s is listed twice", name)
+			continue
+		}
+		seen[name] = true
+		v, ok := d.text(e.val, p)
+		if !ok && isNull(e.val) {
+			ok = true // an empty value: the header must be present and empty
+		}
+		if ok {
+			rt.headers = append(rt.headers, headerMatch{name, v})
+		}
+	}
+}
