@@ -1,0 +1,104 @@
+package certs
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// certmagic's routine chatter ("acquiring lock", "waiting on internal rate
+// limiter", ...) is logged at debug; these messages mark a certificate's
+// life and keep their info level.
+var infoMessages = map[string]bool{
+	"obtaining certificate":                         true,
+	"certificate obtained successfully":             true,
+	"renewing certificate":                          true,
+	"certificate renewed successfully":              true,
+	"new ACME account registered":                   true,
+	"certificate expires soon; queuing for renewal": true,
+	"certificate needs renewal based on ARI window": true,
+	"loaded certificate from storage":               true,
+}
+
+// newZapLogger returns a zap logger whose entries go to h. The logger's
+// name becomes the "logger" attribute.
+func newZapLogger(h slog.Handler) *zap.Logger {
+	return zap.New(&slogCore{h: h})
+}
+
+// slogCore is a zapcore.Core that writes to a slog.Handler.
+type slogCore struct {
+	h slog.Handler
+}
+
+var _ zapcore.Core = (*slogCore)(nil)
+
+func (c *slogCore) Enabled(l zapcore.Level) bool {
+	lvl := slogLevel(l, "")
+	if l == zapcore.InfoLevel {
+		lvl = slog.LevelDebug // may be demoted, so ask about the lowest
+	}
+	return c.h.Enabled(context.Background(), lvl)
+}
+
+func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return &slogCore{h: c.h.WithAttrs(attrs(fields))}
+}
+
+func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.h.Enabled(context.Background(), slogLevel(e.Level, e.Message)) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	r := slog.NewRecord(e.Time, slogLevel(e.Level, e.Message), e.Message, 0)
+	if e.LoggerName != "" {
+		r.AddAttrs(slog.String("logger", e.LoggerName))
+	}
+	r.AddAttrs(attrs(fields)...)
+	return c.h.Handle(context.Background(), r)
+}
+
+func (c *slogCore) Sync() error { return nil }
+
+func slogLevel(l zapcore.Level, msg string) slog.Level {
+	switch {
+	case l <= zapcore.DebugLevel:
+		return slog.LevelDebug
+	case l == zapcore.InfoLevel:
+		if msg == "" || infoMessages[msg] {
+			return slog.LevelInfo
+		}
+		return slog.LevelDebug
+	case l == zapcore.WarnLevel:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
+
+// attrs converts zap fields to slog attributes in key order.
+func attrs(fields []zapcore.Field) []slog.Attr {
+	if len(fields) == 0 {
+		return nil
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	keys := make([]string, 0, len(enc.Fields))
+	for k := range enc.Fields {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]slog.Attr, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, slog.Any(k, enc.Fields[k]))
+	}
+	return out
+}
