@@ -143,7 +143,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		def.sources = append(def.sources, src)
 		texts = append(texts, s.v)
 	}
-	if len(key.v) == 0 {
+	if len(key.v) == 0 && (isNull(m["key"].val) || key.set) {
 		d.errorf(orNode(key.n, n), kp, "must list at least one key source, like [ip] or [header:X-API-Key]")
 	}
 	def.text = strings.Join(texts, "|")

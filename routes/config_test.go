@@ -1,0 +1,137 @@
+package routes
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// testEnv is the environment the bad_* fixtures are parsed with.
+func testEnv(name string) (string, bool) {
+	v, ok := map[string]string{"UPSTREAM": "http://127.0.0.1:9100"}[name]
+	return v, ok
+}
+
+// badConfigs holds the exact error text of every testdata/bad_*.yaml.
+var badConfigs = []struct {
+	file string
+	want string
+}{
+	{"bad_acme.yaml", `testdata/bad_acme.yaml:3:14: tls.acme.domains: must list at least one domain
+testdata/bad_acme.yaml:4:12: tls.acme.email: invalid email address "ops"
+testdata/bad_acme.yaml:5:9: tls.acme.ca: invalid ACME directory URL "http://acme.example.com/directory": want https://host/path
+testdata/bad_acme.yaml:6:14: tls.acme.ca_root: loading CA root missing-root.pem: open testdata/missing-root.pem: no such file or directory
+testdata/bad_acme.yaml:7:18: tls.acme.challenges[0]: unknown challenge "dns-01" (want http-01 or tls-alpn-01)
+testdata/bad_acme.yaml:7:35: tls.acme.challenges[2]: challenge "http-01" is listed twice`},
+	{"bad_address.yaml", `testdata/bad_address.yaml:1:9: listen: invalid address "8080": want host:port, like :8080 or 127.0.0.1:8080
+testdata/bad_address.yaml:2:8: admin: invalid port in "localhost:99999": want a number from 0 to 65535
+testdata/bad_address.yaml:4:11: tls.listen: invalid port in ":https": want a number from 0 to 65535`},
+	{"bad_both_upstreams.yaml", `testdata/bad_both_upstreams.yaml:4:5: routes[0].upstreams: set upstream or upstreams, not both`},
+	{"bad_burst.yaml", `testdata/bad_burst.yaml:6:12: policies.per-ip.burst: only token_bucket has a burst
+testdata/bad_burst.yaml:12:15: policies.per-key.max_wait: only leaky_bucket has a max_wait
+testdata/bad_burst.yaml:18:12: policies.shaped.queue: only leaky_bucket has a queue`},
+	{"bad_cidr.yaml", `testdata/bad_cidr.yaml:3:5: trusted_proxies[1]: invalid CIDR "10.0.0.0/33": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
+testdata/bad_cidr.yaml:4:5: trusted_proxies[2]: invalid CIDR "192.168.1.1/16": host bits are set (did you mean 192.168.0.0/16?)
+testdata/bad_cidr.yaml:5:5: trusted_proxies[3]: invalid CIDR "not-an-ip": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7`},
+	{"bad_duplicate_field.yaml", `testdata/bad_duplicate_field.yaml:5:1: listen: duplicate field (first at line 1)`},
+	{"bad_duplicate_limit.yaml", `testdata/bad_duplicate_limit.yaml:6:22: routes[0].limits[1]: policy "per-ip" is already listed as routes[0].limits[0]`},
+	{"bad_duplicate_route.yaml", `testdata/bad_duplicate_route.yaml:4:11: routes[1].name: duplicate route name "api" (first at line 2)
+testdata/bad_duplicate_route.yaml:6:5: routes[2].name: required`},
+	{"bad_duration.yaml", `testdata/bad_duration.yaml:1:19: shutdown_timeout: invalid duration "15" (want a number and a unit, like 500ms, 1m or 1h)
+testdata/bad_duration.yaml:6:13: policies.per-ip.window: invalid duration "10x" (want a number and a unit, like 500ms, 1m or 1h)
+testdata/bad_duration.yaml:11:14: routes[0].timeout: must be > 0`},
+	{"bad_garbled_cert.yaml", `testdata/bad_garbled_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate garbled.pem with key garbled-key.pem: tls: failed to find any PEM data in certificate input`},
+	{"bad_key_source.yaml", `testdata/bad_key_source.yaml:6:15: policies.per-thing.key[1]: unknown key source "user" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)
+testdata/bad_key_source.yaml:6:21: policies.per-thing.key[2]: invalid header name "" in key source "header:"
+testdata/bad_key_source.yaml:6:32: policies.per-thing.key[3]: invalid JSON field "a..b" in key source "json:a..b": want a name or a dotted path, like json:user.id`},
+	{"bad_match.yaml", `testdata/bad_match.yaml:5:13: routes[0].match.host: invalid host "api.example.com:8443": want a name like api.example.com or *.example.com, without port
+testdata/bad_match.yaml:6:13: routes[0].match.path: must start with /
+testdata/bad_match.yaml:7:7: routes[0].match.path_prefix: set path or path_prefix, not both
+testdata/bad_match.yaml:8:17: routes[0].match.methods[0]: invalid method "GE T"
+testdata/bad_match.yaml:9:17: routes[0].match.headers.Host: match the host with match.host
+testdata/bad_match.yaml:9:46: routes[0].match.headers.x-a: header X-A is listed twice`},
+	{"bad_min_version.yaml", `testdata/bad_min_version.yaml:2:16: tls.min_version: unknown TLS version "1.4" (want 1.0, 1.1, 1.2 or 1.3)`},
+	{"bad_missing_cert.yaml", `testdata/bad_missing_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate certs/api.pem: open testdata/certs/api.pem: no such file or directory
+testdata/bad_missing_cert.yaml:4:17: tls.certificates[0].key_file: loading key certs/api-key.pem: open testdata/certs/api-key.pem: no such file or directory`},
+	{"bad_missing_fields.yaml", `testdata/bad_missing_fields.yaml:2:9: policies.empty: must be a mapping with algorithm, limit, window and key
+testdata/bad_missing_fields.yaml:4:5: policies.partial.limit: required
+testdata/bad_missing_fields.yaml:4:5: policies.partial.window: required
+testdata/bad_missing_fields.yaml:4:5: policies.partial.key: must list at least one key source, like [ip] or [header:X-API-Key]
+testdata/bad_missing_fields.yaml:8:23: routes[0].limits[1].algorithm: required
+testdata/bad_missing_fields.yaml:8:23: routes[0].limits[1].window: required
+testdata/bad_missing_fields.yaml:8:23: routes[0].limits[1].key: must list at least one key source, like [ip] or [header:X-API-Key]`},
+	{"bad_missing_upstream.yaml", `testdata/bad_missing_upstream.yaml:2:5: routes[0].upstream: required (or upstreams)
+testdata/bad_missing_upstream.yaml:5:16: routes[1].upstreams: must list at least one upstream`},
+	{"bad_names.yaml", `testdata/bad_names.yaml:2:3: policies.a#b: invalid name "a#b": use letters, digits and punctuation other than # | " \
+testdata/bad_names.yaml:3:3: policies.c|d: invalid name "c|d": use letters, digits and punctuation other than # | " \
+testdata/bad_names.yaml:5:11: routes[0].name: invalid name "my route": use letters, digits and punctuation other than # | " \`},
+	{"bad_negative_limit.yaml", `testdata/bad_negative_limit.yaml:4:12: policies.per-ip.limit: must be > 0
+testdata/bad_negative_limit.yaml:6:12: policies.per-ip.burst: must be >= 0`},
+	{"bad_on_error.yaml", `testdata/bad_on_error.yaml:4:15: store.redis.on_error: unknown on_error "ignore" (want local, allow or deny)
+testdata/bad_on_error.yaml:5:14: store.redis.timeout: must be > 0`},
+	{"bad_sentinel.yaml", `testdata/bad_sentinel.yaml:4:11: store.redis.master_name: required in sentinel mode`},
+	{"bad_store.yaml", `testdata/bad_store.yaml:2:9: store.type: unknown store type "etcd" (want memory or redis)
+testdata/bad_store.yaml:3:22: store.memory.max_keys: must be > 0
+testdata/bad_store.yaml:4:17: store.redis.mode: unknown mode "ring" (want standalone, cluster or sentinel)
+testdata/bad_store.yaml:4:27: store.redis.db: must be >= 0
+testdata/bad_store.yaml:4:43: store.redis.addresses[0]: invalid address "localhost": want host:port, like :8080 or 127.0.0.1:8080`},
+	{"bad_syntax.yaml", `testdata/bad_syntax.yaml:4:1: syntax error: mapping values are not allowed in this context`},
+	{"bad_tls_empty.yaml", `testdata/bad_tls_empty.yaml:2:3: tls: needs certificates or acme`},
+	{"bad_two_documents.yaml", `testdata/bad_two_documents.yaml:4:1: a config file holds one YAML document, not 2`},
+	{"bad_two_leaky.yaml", `testdata/bad_two_leaky.yaml:13:9: routes[0].limits[1]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])`},
+	{"bad_types.yaml", `testdata/bad_types.yaml:1:9: listen: must be a single value, not a list
+testdata/bad_types.yaml:2:19: log.access_log: must be true or false, not "maybe"
+testdata/bad_types.yaml:6:12: policies.per-ip.limit: must be a whole number, not "ten"
+testdata/bad_types.yaml:8:10: policies.per-ip.key: must be a list, not a mapping
+testdata/bad_types.yaml:9:13: policies.per-ip.shadow: must be true or false, not "yes"
+testdata/bad_types.yaml:11:3: routes: must be a list, not a mapping`},
+	{"bad_unknown_algorithm.yaml", `testdata/bad_unknown_algorithm.yaml:3:16: policies.per-ip.algorithm: unknown algorithm "foo" (want token_bucket, leaky_bucket, fixed_window, sliding_window_log or sliding_window_counter)`},
+	{"bad_unknown_field.yaml", `testdata/bad_unknown_field.yaml:3:1: bogus: unknown field
+testdata/bad_unknown_field.yaml:7:31: routes[0].match.method: unknown field`},
+	{"bad_unknown_policy.yaml", `testdata/bad_unknown_policy.yaml:6:22: routes[0].limits[1]: unknown policy "per-key"`},
+	{"bad_unset_env.yaml", `testdata/bad_unset_env.yaml:4:15: store.redis.password: environment variable REDIS_PASSWORD is not set
+testdata/bad_unset_env.yaml:9:19: routes[0].strip_prefix: unterminated ${ in "${PREFIX"`},
+	{"bad_upstream_url.yaml", `testdata/bad_upstream_url.yaml:3:15: routes[0].upstream: invalid upstream URL "ftp://127.0.0.1:9000": scheme must be http or https
+testdata/bad_upstream_url.yaml:5:40: routes[1].upstreams[1]: invalid upstream URL "http://": no host`},
+	{"bad_zero_window.yaml", `testdata/bad_zero_window.yaml:7:54: routes[1].limits[0].window: must be > 0`},
+}
+
+func TestBadConfigs(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/bad_*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !slices.ContainsFunc(badConfigs, func(c struct{ file, want string }) bool { return c.file == filepath.Base(f) }) {
+			t.Errorf("%s has no expected error in badConfigs", f)
+		}
+	}
+	for _, tc := range badConfigs {
+		t.Run(tc.file, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join("testdata", tc.file)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Parse(path, data, testEnv)
+			if err == nil {
+				t.Fatalf("got config %+v, want error", c)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("got error\n%s\nwant\n%s", got, tc.want)
+			}
+			var ps Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("got error type %T, want Problems", err)
+			}
+			if got, want := len(ps), strings.Count(tc.want, "\n")+1; got != want {
+				t.Errorf("got %d problems, want %d", got, want)
+			}
+		})
+	}
+}
