@@ -37,11 +37,9 @@ type slogCore struct {
 var _ zapcore.Core = (*slogCore)(nil)
 
 func (c *slogCore) Enabled(l zapcore.Level) bool {
-	lvl := slogLevel(l, "")
-	if l == zapcore.InfoLevel {
-		lvl = slog.LevelDebug // may be demoted, so ask about the lowest
-	}
-	return c.h.Enabled(context.Background(), lvl)
+	// An info entry may be demoted to debug by Check, never raised, so
+	// asking about its highest possible level is enough here.
+	return c.h.Enabled(context.Background(), slogLevel(l, ""))
 }
 
 func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {

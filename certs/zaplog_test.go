@@ -1,0 +1,74 @@
+package certs
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+)
+
+func TestZapLoggerWritesToSlog(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		level     slog.Level // the slog handler's level
+		log       func(*zap.Logger)
+		wantLevel string // "" when nothing should be written
+		wantMsg   string
+		wantAttrs map[string]any
+	}{
+		{"error keeps level and error text", slog.LevelInfo,
+			func(l *zap.Logger) {
+				l.Error("will retry", zap.Error(errors.New("dial tcp: connection refused")), zap.Int("attempt", 1))
+			},
+			"ERROR", "will retry", map[string]any{"error": "dial tcp: connection refused", "attempt": float64(1), "logger": "obtain"}},
+		{"warn", slog.LevelInfo,
+			func(l *zap.Logger) { l.Warn("looking up info for HTTP challenge", zap.String("identifier", "a.test")) },
+			"WARN", "looking up info for HTTP challenge", map[string]any{"identifier": "a.test"}},
+		{"routine info demoted below info", slog.LevelInfo,
+			func(l *zap.Logger) { l.Info("acquiring lock", zap.String("identifier", "a.test")) },
+			"", "", nil},
+		{"routine info visible at debug", slog.LevelDebug,
+			func(l *zap.Logger) { l.Info("acquiring lock", zap.String("identifier", "a.test")) },
+			"DEBUG", "acquiring lock", map[string]any{"identifier": "a.test"}},
+		{"life-cycle info kept", slog.LevelInfo,
+			func(l *zap.Logger) { l.Info("new ACME account registered", zap.String("status", "valid")) },
+			"INFO", "new ACME account registered", map[string]any{"status": "valid"}},
+		{"with fields carried", slog.LevelInfo,
+			func(l *zap.Logger) { l.With(zap.String("ca", "https://ca.test/dir")).Error("job failed") },
+			"ERROR", "job failed", map[string]any{"ca": "https://ca.test/dir"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			logger, buf := newTestLogger(tc.level)
+			zl := newZapLogger(logger.Handler())
+			if strings.Contains(tc.name, "error keeps") {
+				zl = zl.Named("obtain")
+			}
+			tc.log(zl)
+			out := strings.TrimSpace(buf.String())
+			if tc.wantLevel == "" {
+				if out != "" {
+					t.Errorf("output: got %s, want none", out)
+				}
+				return
+			}
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(out), &rec); err != nil {
+				t.Fatalf("decoding %q: %v", out, err)
+			}
+			if rec["level"] != tc.wantLevel || rec["msg"] != tc.wantMsg {
+				t.Errorf("record: got level %v msg %v, want %s %q", rec["level"], rec["msg"], tc.wantLevel, tc.wantMsg)
+			}
+			for k, v := range tc.wantAttrs {
+				if rec[k] != v {
+					t.Errorf("attr %s: got %v, want %v", k, rec[k], v)
+				}
+			}
+		})
+	}
+}
