@@ -16,9 +16,9 @@ type Arrival struct {
 
 // ParseArrivals parses a traffic pattern written as comma-separated
 // COUNT@OFFSET parts, such as "100@58s,100@61s": COUNT is a whole number
-// above zero and OFFSET a non-negative Go duration. Spaces around parts are
-// ignored. The parts are returned in the order given; Run sorts them by
-// offset. An error names the first malformed part.
+// from 1 to MaxRequests (in all) and OFFSET a non-negative Go duration.
+// Spaces around parts are ignored. The parts are returned in the order
+// given; Run sorts them by offset. An error names the first malformed part.
 func ParseArrivals(s string) ([]Arrival, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, fmt.Errorf("parsing arrivals: empty, want COUNT@OFFSET,... like 100@58s,100@61s")
@@ -36,8 +36,8 @@ func ParseArrivals(s string) ([]Arrival, error) {
 			return nil, fmt.Errorf("parsing arrival %q: want COUNT@OFFSET like 100@58s", part)
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(count))
-		if err != nil || n <= 0 {
-			return nil, fmt.Errorf("parsing arrival %q: count %q: must be a whole number > 0", part, count)
+		if err != nil || n <= 0 || n > MaxRequests {
+			return nil, fmt.Errorf("parsing arrival %q: count %q: must be a whole number from 1 to %d", part, count, MaxRequests)
 		}
 		d, err := time.ParseDuration(strings.TrimSpace(offset))
 		if err != nil {

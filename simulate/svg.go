@@ -14,8 +14,8 @@ import (
 
 // The SVG's geometry, in pixels.
 const (
-	svgWidth   = 960
-	labelWidth = 210 // left column holding the lane names
+	svgWidth   = 1000
+	labelWidth = 280 // left column holding the lane names and counts
 	rightPad   = 24
 	plotWidth  = svgWidth - labelWidth - rightPad
 	plotTop    = 64
@@ -47,7 +47,7 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 		return err
 	}
 
-	// The timeline ends at the first window boundary after the last
+	// The timeline ends at a labelled window boundary after the last
 	// departure, so every bar stands inside it.
 	var last time.Duration
 	for _, r := range rs {
@@ -56,6 +56,8 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 		}
 	}
 	windows := int64(last/p.Window) + 1
+	step := labelStep(p.Window, windows)
+	windows = (windows + step - 1) / step * step
 	span := time.Duration(windows) * p.Window
 	if span/p.Window != time.Duration(windows) || span <= 0 {
 		return fmt.Errorf("drawing timeline: %s after the origin is out of range", last)
@@ -94,9 +96,16 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 	fmt.Fprintf(&b, "<title>%s</title>\n", escape(title))
 	fmt.Fprintf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", svgWidth, height)
 	fmt.Fprintf(&b, "<text x=\"12\" y=\"24\" font-size=\"15\" font-weight=\"bold\">%s</text>\n", escape(title))
+	// Window boundaries are all drawn when they are far enough apart to tell
+	// apart, else only the labelled ones.
+	drawAll := float64(plotWidth)/float64(windows) >= minGap
+	boundaries := "window boundaries every " + shortDuration(p.Window)
+	if !drawAll {
+		boundaries = fmt.Sprintf("one window boundary in %d (every %s)", step, shortDuration(time.Duration(step)*p.Window))
+	}
 	fmt.Fprintf(&b, "<text x=\"12\" y=\"44\" font-size=\"11\" fill=\"#555555\">%s</text>\n", escape(fmt.Sprintf(
-		"bar height: requests reaching the upstream per %s slice (tallest: %d); dashed lines: window boundaries every %s",
-		shortDuration(approx(span/bins)), most, shortDuration(p.Window))))
+		"bar height: requests reaching the upstream per %s slice (tallest: %d); dashed lines: %s",
+		shortDuration(approx(span/bins)), most, boundaries)))
 
 	// Lane backgrounds go first so boundaries and bars are drawn over them.
 	fmt.Fprintf(&b, "<g class=\"backgrounds\">\n")
@@ -109,10 +118,7 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 	}
 	fmt.Fprintf(&b, "</g>\n")
 
-	// Window boundaries, when they are far enough apart to tell apart, and
-	// axis labels on every step-th of them.
-	step := max((windows+maxLabels-1)/maxLabels, 1)
-	drawAll := float64(plotWidth)/float64(windows) >= minGap
+	// Axis labels stand on every step-th boundary.
 	fmt.Fprintf(&b, "<g class=\"boundaries\" stroke=\"#9aa5b1\" stroke-width=\"1\">\n")
 	for k := int64(0); k <= windows; k++ {
 		if !drawAll && k%step != 0 {
@@ -160,6 +166,43 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 		return fmt.Errorf("writing svg: %w", err)
 	}
 	return nil
+}
+
+// niceSteps are the label spacings that read well on a time axis.
+var niceSteps = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	250 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour,
+	24 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour,
+}
+
+// labelStep returns how many windows apart the axis labels stand so that at
+// most maxLabels intervals span the given windows: a round duration when one
+// is a multiple of window and not much wider than needed, else 1, 2 or 5
+// times a power of ten windows.
+func labelStep(window time.Duration, windows int64) int64 {
+	need := max((windows+maxLabels-1)/maxLabels, 1)
+	for _, d := range niceSteps {
+		if d%window != 0 {
+			continue
+		}
+		if k := int64(d / window); k >= need {
+			if k <= 3*need {
+				return k
+			}
+			break
+		}
+	}
+	for k := int64(1); ; k *= 10 {
+		for _, m := range []int64{1, 2, 5} {
+			if k*m >= need {
+				return k * m
+			}
+		}
+	}
 }
 
 // shortDuration formats d like time.Duration.String without the zero
