@@ -165,7 +165,8 @@ func (m *Metrics) Forget(routes, policies []string) {
 
 // Retain forgets (see Forget) every route and policy handed out by Route
 // and Queue that is not in routes or policies, the names of the
-// configuration now serving.
+// configuration now serving. Call it after every reload, successful or
+// not, so the zero series a rejected configuration created go too.
 func (m *Metrics) Retain(routes, policies []string) {
 	keepR := make(map[string]bool, len(routes))
 	for _, r := range routes {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // exercise touches every sluice metric once.
@@ -358,4 +360,12 @@ func TestConcurrentUse(t *testing.T) {
 		wantValue(t, m, "sluice_http_requests_total", "code="+code+",route=api", each)
 	}
 	wantValue(t, m, "sluice_ratelimit_decisions_total", "algorithm=token_bucket,policy=p,result=queued,route=api", workers*each/4)
+}
+
+func TestLimitOf(t *testing.T) {
+	t.Parallel()
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "per-ip-hourly", Algorithm: ratelimit.FixedWindow, Limit: 1000, Window: time.Hour, Shadow: true})
+	if got, want := LimitOf(p), (Limit{Policy: "per-ip-hourly", Algorithm: "fixed_window", Shadow: true}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // Limit describes one limit of a route for its decision metrics.
@@ -17,6 +19,11 @@ type Limit struct {
 	// Shadow marks a limit that never rejects. It only chooses which
 	// result series start at zero; any result can be counted for any limit.
 	Shadow bool
+}
+
+// LimitOf describes the compiled policy p.
+func LimitOf(p *ratelimit.Policy) Limit {
+	return Limit{Policy: p.Name, Algorithm: p.Algorithm.String(), Shadow: p.Shadow}
 }
 
 // Result is what one limit decided for one request.
