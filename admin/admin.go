@@ -18,6 +18,7 @@ import (
 type Source interface {
 	// Policy returns the compiled policy called name (ROUTE#N for an
 	// inline one), or nil when the configuration has none of that name.
+	// It is only called while Ready reports Loaded.
 	Policy(name string) *ratelimit.Policy
 	// Store returns the store that keeps the policies' buckets; nil until
 	// a configuration is loaded.

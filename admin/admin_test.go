@@ -22,9 +22,14 @@ type fakeSource struct {
 	ready    Readiness
 }
 
-func (f *fakeSource) Policy(name string) *ratelimit.Policy { return f.policies[name] }
-func (f *fakeSource) Store() ratelimit.Store               { return f.store }
-func (f *fakeSource) Ready() Readiness                     { return f.ready }
+func (f *fakeSource) Policy(name string) *ratelimit.Policy {
+	if !f.ready.Loaded {
+		panic("Policy called before a configuration is loaded")
+	}
+	return f.policies[name]
+}
+func (f *fakeSource) Store() ratelimit.Store { return f.store }
+func (f *fakeSource) Ready() Readiness       { return f.ready }
 
 // failingStore is a store that cannot be reached.
 type failingStore struct{ ratelimit.Store }
@@ -158,6 +163,9 @@ func TestErrors(t *testing.T) {
 	src, _ := newSource(t)
 	down := &fakeSource{policies: src.policies, store: failingStore{}, ready: Readiness{Loaded: true}}
 	notLoaded := &fakeSource{}
+	// A store can exist before the first configuration is loaded; the
+	// policies must not be asked for then.
+	storeOnly := &fakeSource{store: src.store}
 	for _, tc := range []struct {
 		name, method, target string
 		src                  Source
@@ -172,6 +180,7 @@ func TestErrors(t *testing.T) {
 		{"post healthz", "POST", "/healthz", src, 405, "GET, HEAD"},
 		{"store down", "GET", limitsURL("api-per-key", "abc"), down, 503, ""},
 		{"not loaded", "GET", limitsURL("api-per-key", "abc"), notLoaded, 503, ""},
+		{"store before config", "GET", limitsURL("api-per-key", "abc"), storeOnly, 503, ""},
 		{"unknown path", "GET", "/v1/nothing", src, 404, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,7 @@ func limits(src Source) http.HandlerFunc {
 			return
 		}
 		store := src.Store()
-		if store == nil {
+		if store == nil || !src.Ready().Loaded {
 			problem.Error(w, http.StatusServiceUnavailable, "no configuration is loaded yet")
 			return
 		}
