@@ -29,12 +29,12 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 		fs.PrintDefaults()
 	}
 	var p Params
-	fs.Int64Var(&p.Limit, "limit", 0, "requests per `window` (required without -policy)")
+	fs.Int64Var(&p.Limit, "limit", 0, "`N` requests per window (required without -policy)")
 	fs.DurationVar(&p.Window, "window", 0, "the `duration` the limit applies to, e.g. 1m (required without -policy)")
-	fs.Int64Var(&p.Burst, "burst", 0, "token_bucket capacity (default: limit)")
-	fs.Int64Var(&p.Queue, "queue", 0, "leaky_bucket FIFO capacity; 0 rejects overflow at once")
+	fs.Int64Var(&p.Burst, "burst", 0, "token_bucket capacity `B` (default: limit)")
+	fs.Int64Var(&p.Queue, "queue", 0, "leaky_bucket FIFO capacity `Q`; 0 rejects overflow at once")
 	fs.DurationVar(&p.MaxWait, "max-wait", 0, "leaky_bucket longest wait in the queue (default: queue x window/limit)")
-	at := fs.String("at", "", "the traffic: `COUNT@OFFSET,...`, e.g. 100@58s,100@61s (required)")
+	at := fs.String("at", "", "the traffic `pattern`: COUNT requests at each OFFSET as COUNT@OFFSET,... e.g. 100@58s,100@61s (required)")
 	format := fs.String("format", "table", "output `format`: table, json or svg")
 	config := fs.String("config", "sluice.yaml", "config `file` that -policy is read from")
 	policy := fs.String("policy", "", "take limit, window, burst, queue and max_wait from the policy `name`d in -config")
@@ -45,7 +45,9 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 		return 2 // the flag package has explained it
 	}
 	usage := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "sluice simulate: "+format+"\n", a...)
+		for line := range strings.Lines(fmt.Sprintf(format, a...)) {
+			fmt.Fprintf(stderr, "sluice simulate: %s\n", strings.TrimSuffix(line, "\n"))
+		}
 		fmt.Fprint(stderr, synopsis)
 		return 2
 	}
