@@ -4,23 +4,21 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
 
-// certmagic's routine chatter ("acquiring lock", "waiting on internal rate
-// limiter", ...) is logged at debug; these messages mark a certificate's
-// life and keep their info level.
+// certmagic's info messages are routine chatter ("acquiring lock",
+// "waiting on internal rate limiter", ...) and go to debug: the Manager logs
+// a certificate's life from certmagic's events instead. These few keep
+// their info level.
 var infoMessages = map[string]bool{
-	"obtaining certificate":                         true,
-	"certificate obtained successfully":             true,
-	"renewing certificate":                          true,
-	"certificate renewed successfully":              true,
 	"new ACME account registered":                   true,
 	"certificate expires soon; queuing for renewal": true,
 	"certificate needs renewal based on ARI window": true,
-	"loaded certificate from storage":               true,
 }
 
 // newZapLogger returns a zap logger whose entries go to h. The logger's
@@ -55,8 +53,9 @@ func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 
 func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	r := slog.NewRecord(e.Time, slogLevel(e.Level, e.Message), e.Message, 0)
-	if e.LoggerName != "" {
-		r.AddAttrs(slog.String("logger", e.LoggerName))
+	// certmagic names sub-loggers from an unnamed root, giving ".acme_client".
+	if name := strings.TrimPrefix(e.LoggerName, "."); name != "" {
+		r.AddAttrs(slog.String("logger", name))
 	}
 	r.AddAttrs(attrs(fields)...)
 	return c.h.Handle(context.Background(), r)
@@ -96,7 +95,11 @@ func attrs(fields []zapcore.Field) []slog.Attr {
 	slices.Sort(keys)
 	out := make([]slog.Attr, 0, len(keys))
 	for _, k := range keys {
-		out = append(out, slog.Any(k, enc.Fields[k]))
+		v := enc.Fields[k]
+		if d, ok := v.(time.Duration); ok {
+			v = d.String() // "1m0s" rather than nanoseconds
+		}
+		out = append(out, slog.Any(k, v))
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -22,9 +23,12 @@ func TestZapLoggerWritesToSlog(t *testing.T) {
 	}{
 		{"error keeps level and error text", slog.LevelInfo,
 			func(l *zap.Logger) {
-				l.Error("will retry", zap.Error(errors.New("dial tcp: connection refused")), zap.Int("attempt", 1))
+				l.Error("will retry", zap.Error(errors.New("dial tcp: connection refused")), zap.Int("attempt", 1), zap.Duration("retrying_in", time.Minute))
 			},
-			"ERROR", "will retry", map[string]any{"error": "dial tcp: connection refused", "attempt": float64(1), "logger": "obtain"}},
+			"ERROR", "will retry", map[string]any{"error": "dial tcp: connection refused", "attempt": float64(1), "retrying_in": "1m0s", "logger": "obtain"}},
+		{"leading dot of logger name dropped", slog.LevelInfo,
+			func(l *zap.Logger) { l.Named(".acme_client").Warn("HTTP request failed; retrying") },
+			"WARN", "HTTP request failed; retrying", map[string]any{"logger": "acme_client"}},
 		{"warn", slog.LevelInfo,
 			func(l *zap.Logger) { l.Warn("looking up info for HTTP challenge", zap.String("identifier", "a.test")) },
 			"WARN", "looking up info for HTTP challenge", map[string]any{"identifier": "a.test"}},
