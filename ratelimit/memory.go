@@ -14,20 +14,25 @@ type MemoryOptions struct {
 	// bucket of the shard is evicted. Default 1,000,000.
 	MaxKeys int
 	// SweepInterval is how often idle buckets are removed. Default 10s;
-	// negative turns the sweeper off (expiry on access still applies).
+	// negative turns the sweeper off (Sweep can still be called).
 	SweepInterval time.Duration
+	// Clock is the real time the store arms its timers and sweeps with:
+	// Wait's departures and the sweeper's idea of now. Decisions never
+	// read it; they take their time as an argument. Default time.Now.
+	Clock func() time.Time
 }
 
 // MemoryStore keeps limiter state in process memory, in shards each guarded
 // by its own mutex, so decisions for different keys rarely contend. Idle
-// buckets expire on access and in a background sweep; the number of buckets
-// is bounded by MaxKeys with least-recently-used eviction. It is safe for
-// concurrent use. Create it with NewMemoryStore and stop it with Close.
+// buckets are removed by a background sweep; the number of buckets is
+// bounded by MaxKeys with least-recently-used eviction per shard. It is safe
+// for concurrent use. Create it with NewMemoryStore and stop it with Close.
 type MemoryStore struct {
 	shards   []memShard
 	mask     uint64
 	seed     maphash.Seed
 	perShard int
+	clock    func() time.Time
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -40,22 +45,29 @@ type bucketKey struct {
 	policy, key string
 }
 
-// entry is one bucket. It sits in its shard's map and LRU list.
+// entry is one bucket. It sits in its shard's map and LRU list. The policy
+// name half of the bucket's identity is pol.Name: a lookup only ever hands
+// the entry a policy of the same name.
 type entry struct {
 	prev, next *entry
-	k          bucketKey
+	key        string
 	pol        *Policy
-	idleAt     int64    // Unix ns from which the state equals a fresh one
 	s          [3]int64 // scalar state of every algorithm but the log
 	log        *SlidingLogState
+	wq         *waitQueue // leaky_bucket requests in Wait; nil when none
 }
 
+// memShard holds a share of the buckets. The map is keyed by the bucket's
+// 64-bit hash, which keeps lookups to one probe of small slots; the rare
+// bucket whose hash is taken by another lives in overflow.
 type memShard struct {
-	mu     sync.Mutex
-	m      map[bucketKey]*entry
-	lru    entry            // sentinel: lru.next is the most recently used
-	counts map[string]int64 // buckets per policy name
-	_      [64]byte         // keeps neighbouring shards' locks off one cache line
+	mu       sync.Mutex
+	m        map[uint64]*entry
+	overflow map[bucketKey]*entry
+	lru      entry            // sentinel: lru.next is the most recently used
+	counts   map[string]int64 // buckets per policy name
+	seed     maphash.Seed     // the store's, to find an entry's slot again
+	_        [64]byte         // keeps neighbouring shards' locks off one cache line
 }
 
 // NewMemoryStore returns a MemoryStore and starts its sweeper.
@@ -66,6 +78,9 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 	if o.SweepInterval == 0 {
 		o.SweepInterval = 10 * time.Second
 	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
 	n := 1
 	for n < 64 && o.MaxKeys/(2*n) >= 64 {
 		n *= 2
@@ -75,13 +90,15 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 		mask:     uint64(n - 1),
 		seed:     maphash.MakeSeed(),
 		perShard: max((o.MaxKeys+n-1)/n, 8),
+		clock:    o.Clock,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
 	for i := range m.shards {
 		s := &m.shards[i]
-		s.m = make(map[bucketKey]*entry)
+		s.m = make(map[uint64]*entry)
 		s.counts = make(map[string]int64)
+		s.seed = m.seed
 		s.lru.next, s.lru.prev = &s.lru, &s.lru
 	}
 	if o.SweepInterval > 0 {
@@ -92,31 +109,45 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 	return m
 }
 
-func (m *MemoryStore) shardOf(r Request) int {
-	h := maphash.String(m.seed, r.Key) ^ maphash.String(m.seed, r.Policy.Name)*0x9e3779b97f4a7c15
-	return int(h & m.mask)
+// hash is the bucket's identity as 64 bits: the key hashed with the
+// store's seed, mixed with the policy name's hash.
+func (m *MemoryStore) hash(policy, key string) uint64 { return bucketHash(m.seed, policy, key) }
+
+func bucketHash(seed maphash.Seed, policy, key string) uint64 {
+	h := maphash.String(seed, key)
+	return (h ^ maphash.String(seed, policy)*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
 }
+
+// shardIndex picks the shard from high bits of h; the maps use all of them.
+func (m *MemoryStore) shardIndex(h uint64) int { return int((h >> 40) & m.mask) }
+
+func (m *MemoryStore) shardOf(h uint64) *memShard { return &m.shards[m.shardIndex(h)] }
 
 // Decide implements Store.
 func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, out []Decision) error {
 	t := now.UnixNano()
 	if len(reqs) == 1 {
-		s := &m.shards[m.shardOf(reqs[0])]
+		r := reqs[0]
+		h := m.hash(r.Policy.Name, r.Key)
+		s := m.shardOf(h)
 		s.mu.Lock()
-		e := s.getLocked(reqs[0], t, m.perShard)
-		out[0] = e.decideLocked(reqs[0].Policy, t)
+		e := s.getLocked(r, h, m.perShard)
+		out[0] = e.decideLocked(r.Policy, t)
 		s.mu.Unlock()
 		setDeparture(out[:1], now)
 		return nil
 	}
-	var shardBuf [8]int
+	var hashBuf [8]uint64
 	var entryBuf [8]*entry
-	shards, entries := shardBuf[:0], entryBuf[:0]
-	for _, r := range reqs {
-		shards = append(shards, m.shardOf(r))
-	}
 	var orderBuf [8]int
-	order := append(orderBuf[:0], shards...)
+	hashes, entries, order := hashBuf[:0], entryBuf[:0], orderBuf[:0]
+	for _, r := range reqs {
+		h := m.hash(r.Policy.Name, r.Key)
+		hashes = append(hashes, h)
+		order = append(order, m.shardIndex(h))
+	}
+	// Locks are taken in shard order, each once, so two routes that share
+	// shards never deadlock.
 	slices.Sort(order)
 	order = slices.Compact(order)
 	for _, i := range order {
@@ -124,7 +155,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 	}
 	admitted := true
 	for i, r := range reqs {
-		e := m.shards[shards[i]].getLocked(r, t, m.perShard)
+		e := m.shardOf(hashes[i]).getLocked(r, hashes[i], m.perShard)
 		entries = append(entries, e)
 		out[i] = e.decideLocked(r.Policy, t)
 		if !out[i].Allowed && !r.Policy.Shadow {
@@ -132,10 +163,16 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		}
 	}
 	if !admitted {
-		// Nothing is consumed: undo what the admitting limits took.
+		// Nothing is consumed: undo what the admitting limits took, the
+		// last taken first, so two limits on one bucket unwind in order.
+		for i := len(reqs) - 1; i >= 0; i-- {
+			if out[i].Allowed {
+				entries[i].undoLocked(reqs[i].Policy)
+			}
+		}
 		for i, r := range reqs {
 			if out[i].Allowed {
-				out[i] = entries[i].undoLocked(r.Policy, t, out[i])
+				out[i] = entries[i].peekLocked(r.Policy, t)
 			}
 		}
 	}
@@ -149,15 +186,19 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 // Peek implements Store.
 func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decision, error) {
 	t := now.UnixNano()
-	s := &m.shards[m.shardOf(r)]
+	h := m.hash(r.Policy.Name, r.Key)
+	s := m.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.m[bucketKey{r.Policy.Name, r.Key}]
-	if !ok {
-		var fresh entry
+	e := s.lookupLocked(h, r.Policy.Name, r.Key)
+	if e == nil {
+		fresh := entry{pol: r.Policy}
+		if r.Policy.Algorithm == SlidingWindowLog {
+			fresh.log = new(SlidingLogState)
+		}
 		return fresh.peekLocked(r.Policy, t), nil
 	}
-	e.refreshLocked(r.Policy, t)
+	e.refreshLocked(r.Policy)
 	return e.peekLocked(r.Policy, t), nil
 }
 
@@ -181,13 +222,14 @@ func (m *MemoryStore) Len() int {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		n += len(s.m)
+		n += len(s.m) + len(s.overflow)
 		s.mu.Unlock()
 	}
 	return n
 }
 
-// Close stops the sweeper. The store still answers afterwards.
+// Close stops the sweeper and waits for it to return. The store still
+// answers afterwards; requests in Wait keep waiting.
 func (m *MemoryStore) Close() error {
 	m.stopOnce.Do(func() { close(m.stop) })
 	<-m.done
@@ -202,14 +244,15 @@ func (m *MemoryStore) sweepLoop(every time.Duration) {
 		select {
 		case <-m.stop:
 			return
-		case now := <-tick.C:
-			m.Sweep(now)
+		case <-tick.C:
+			m.Sweep(m.clock())
 		}
 	}
 }
 
-// Sweep removes the buckets that are idle at now, oldest used first, and
-// returns how many it removed. Each shard is locked in turn, never all.
+// Sweep removes the buckets that are idle at now, least recently used
+// first, and returns how many it removed. A bucket is idle when its state
+// equals a fresh one. Each shard is locked in turn, never all.
 func (m *MemoryStore) Sweep(now time.Time) int {
 	t := now.UnixNano()
 	removed := 0
@@ -218,7 +261,7 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 		s.mu.Lock()
 		// Walk from the least recently used end; stop at the first busy
 		// bucket so a sweep never scans a shard that is mostly in use.
-		for e := s.lru.prev; e != &s.lru && e.idleAt <= t; {
+		for e := s.lru.prev; e != &s.lru && e.wq == nil && e.idleAt() <= t; {
 			prev := e.prev
 			s.removeLocked(e)
 			removed++
@@ -229,30 +272,57 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 	return removed
 }
 
-// getLocked returns the bucket of r, creating it (and evicting the least
-// recently used one when the shard is full), marked as just used.
-func (s *memShard) getLocked(r Request, now int64, limit int) *entry {
-	k := bucketKey{r.Policy.Name, r.Key}
-	e, ok := s.m[k]
-	if ok {
-		e.refreshLocked(r.Policy, now)
+func (s *memShard) lookupLocked(h uint64, policy, key string) *entry {
+	if e := s.m[h]; e != nil && e.key == key && e.pol.Name == policy {
+		return e
+	}
+	if s.overflow != nil {
+		return s.overflow[bucketKey{policy, key}]
+	}
+	return nil
+}
+
+// getLocked returns the bucket of r, whose hash is h, creating it (and
+// evicting the least recently used one when the shard is full), marked as
+// just used.
+func (s *memShard) getLocked(r Request, h uint64, limit int) *entry {
+	if e := s.lookupLocked(h, r.Policy.Name, r.Key); e != nil {
+		e.refreshLocked(r.Policy)
 		if s.lru.next != e {
 			e.prev.next, e.next.prev = e.next, e.prev
 			s.pushFrontLocked(e)
 		}
 		return e
 	}
-	if len(s.m) >= limit {
-		s.removeLocked(s.lru.prev)
+	if len(s.m)+len(s.overflow) >= limit {
+		s.evictLocked()
 	}
-	e = &entry{k: k, pol: r.Policy}
+	e := &entry{key: r.Key, pol: r.Policy}
 	if r.Policy.Algorithm == SlidingWindowLog {
 		e.log = new(SlidingLogState)
 	}
-	s.m[k] = e
-	s.counts[k.policy]++
+	if _, taken := s.m[h]; taken {
+		if s.overflow == nil {
+			s.overflow = make(map[bucketKey]*entry)
+		}
+		s.overflow[bucketKey{r.Policy.Name, r.Key}] = e
+	} else {
+		s.m[h] = e
+	}
+	s.counts[r.Policy.Name]++
 	s.pushFrontLocked(e)
 	return e
+}
+
+// evictLocked removes the least recently used bucket that no request is
+// waiting on.
+func (s *memShard) evictLocked() {
+	for e := s.lru.prev; e != &s.lru; e = e.prev {
+		if e.wq == nil {
+			s.removeLocked(e)
+			return
+		}
+	}
 }
 
 func (s *memShard) pushFrontLocked(e *entry) {
@@ -261,32 +331,47 @@ func (s *memShard) pushFrontLocked(e *entry) {
 	s.lru.next = e
 }
 
+// removeLocked drops e from the shard. The entry does not keep its hash;
+// hashing it again on removal is cheaper than eight bytes per bucket.
 func (s *memShard) removeLocked(e *entry) {
 	e.prev.next, e.next.prev = e.next, e.prev
 	e.prev, e.next = nil, nil
-	delete(s.m, e.k)
-	if s.counts[e.k.policy]--; s.counts[e.k.policy] <= 0 {
-		delete(s.counts, e.k.policy)
+	name := e.pol.Name
+	if s.overflow != nil {
+		k := bucketKey{name, e.key}
+		if s.overflow[k] == e {
+			delete(s.overflow, k)
+			if len(s.overflow) == 0 {
+				s.overflow = nil
+			}
+			s.decCountLocked(name)
+			return
+		}
+	}
+	delete(s.m, bucketHash(s.seed, name, e.key))
+	s.decCountLocked(name)
+}
+
+func (s *memShard) decCountLocked(name string) {
+	if s.counts[name]--; s.counts[name] <= 0 {
+		delete(s.counts, name)
 	}
 }
 
-// refreshLocked resets the state when it has gone idle or when the policy
-// behind the bucket changed its settings (a reload).
-func (e *entry) refreshLocked(p *Policy, now int64) {
+// refreshLocked starts the state afresh when the policy behind the bucket
+// changed its settings (a reload); a policy with equal settings keeps it.
+// Idle state needs no reset: every step treats old state as spent.
+func (e *entry) refreshLocked(p *Policy) {
 	if e.pol != p {
 		if e.pol.Settings() != p.Settings() {
 			e.resetLocked(p)
 		}
 		e.pol = p
 	}
-	if now >= e.idleAt && e.idleAt != 0 {
-		e.resetLocked(p)
-	}
 }
 
 func (e *entry) resetLocked(p *Policy) {
 	e.s = [3]int64{}
-	e.idleAt = 0
 	if p.Algorithm == SlidingWindowLog {
 		if e.log == nil {
 			e.log = new(SlidingLogState)
@@ -298,6 +383,30 @@ func (e *entry) resetLocked(p *Policy) {
 	}
 }
 
+// idleAt is the Unix ns from which the bucket's state equals a fresh one.
+func (e *entry) idleAt() int64 {
+	switch e.pol.Algorithm {
+	case TokenBucket, LeakyBucket:
+		return e.s[0]
+	case FixedWindow:
+		if e.s[1] == 0 {
+			return 0
+		}
+		return e.s[0] + e.pol.window
+	case SlidingWindowCounter:
+		if e.s[1] == 0 && e.s[2] == 0 {
+			return 0
+		}
+		return e.s[0] + 2*e.pol.window
+	case SlidingWindowLog:
+		if e.log.n == 0 {
+			return e.log.settled
+		}
+		return e.log.newest() + e.pol.window
+	}
+	return 0
+}
+
 // decideLocked takes one request from the bucket when p admits it.
 func (e *entry) decideLocked(p *Policy, now int64) Decision {
 	var d Decision
@@ -306,46 +415,35 @@ func (e *entry) decideLocked(p *Policy, now int64) Decision {
 		var s TokenBucketState
 		s, d = StepTokenBucket(p, TokenBucketState{e.s[0]}, now, 1)
 		e.s[0] = s.TAT
-		e.idleAt = max(e.idleAt, s.TAT)
 	case LeakyBucket:
 		var s LeakyBucketState
 		s, d = StepLeakyBucket(p, LeakyBucketState{e.s[0]}, now, 1)
 		e.s[0] = s.Next
-		e.idleAt = max(e.idleAt, s.Next)
 	case FixedWindow:
 		var s FixedWindowState
 		s, d = StepFixedWindow(p, FixedWindowState{e.s[0], e.s[1]}, now, 1)
 		e.s[0], e.s[1] = s.Start, s.Count
-		e.idleAt = max(e.idleAt, s.Start+p.window)
 	case SlidingWindowCounter:
 		var s SlidingWindowCounterState
 		s, d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 1)
 		e.s[0], e.s[1], e.s[2] = s.Start, s.Cur, s.Prev
-		e.idleAt = max(e.idleAt, s.Start+2*p.window)
 	case SlidingWindowLog:
 		d = StepSlidingWindowLog(p, e.log, now, 1)
-		if e.log.n > 0 {
-			e.idleAt = max(e.idleAt, e.log.newest()+p.window)
-		}
 	}
 	return d
 }
 
 // undoLocked gives back the request that decideLocked admitted, for a
-// request another limit rejected, and returns the decision as it stands
-// without that request.
-func (e *entry) undoLocked(p *Policy, now int64, d Decision) Decision {
+// request another limit rejected.
+func (e *entry) undoLocked(p *Policy) {
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
 		e.s[0] -= p.interval
-	case FixedWindow:
-		e.s[1]--
-	case SlidingWindowCounter:
+	case FixedWindow, SlidingWindowCounter:
 		e.s[1]--
 	case SlidingWindowLog:
 		e.log.pop()
 	}
-	return e.peekLocked(p, now)
 }
 
 // peekLocked reports the budget without taking any.
@@ -361,9 +459,6 @@ func (e *entry) peekLocked(p *Policy, now int64) Decision {
 	case SlidingWindowCounter:
 		_, d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 0)
 	case SlidingWindowLog:
-		if e.log == nil {
-			e.log = new(SlidingLogState)
-		}
 		d = StepSlidingWindowLog(p, e.log, now, 0)
 	}
 	return d

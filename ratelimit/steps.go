@@ -27,7 +27,7 @@ func StepTokenBucket(p *Policy, s TokenBucketState, now, n int64) (TokenBucketSt
 		// down to capacity - n tokens' worth.
 		d.RetryAfter = time.Duration(newTAT - capacity - now)
 		d.Reset = time.Duration(tat - now)
-		d.Remaining = (capacity - (tat - now)) / t
+		d.Remaining = max((capacity-(tat-now))/t, 0)
 		return s, d
 	}
 	d.Allowed = true
@@ -73,13 +73,23 @@ func StepLeakyBucket(p *Policy, s LeakyBucketState, now, n int64) (LeakyBucketSt
 	if n > 0 {
 		d.Delay = time.Duration(wait)
 	}
-	// How many more would be accepted right now, queue places included.
-	if free := p.tolerance - (next - now); free >= 0 {
-		d.Remaining = free/t + 1
-	}
+	// How many more would be accepted right now, queue places included:
+	// the k-th more would wait next-now+(k-1)*t, which must fit tolerance.
 	d.Reset = time.Duration(max(next-now, 0))
-	if d.Remaining == 0 {
-		d.RetryAfter = time.Duration(next - now - p.tolerance)
+	free := p.tolerance - (next - now)
+	switch {
+	case free < 0:
+		d.RetryAfter = time.Duration(-free)
+	case next > now:
+		d.Remaining = free/t + 1
+		// The budget grows by one each time free reaches the next multiple
+		// of t; the last step comes no later than the bucket going idle.
+		d.RetryAfter = time.Duration(t - free%t)
+		if d.Remaining >= p.Capacity() {
+			d.RetryAfter = 0
+		}
+	default:
+		d.Remaining = p.Capacity()
 	}
 	return LeakyBucketState{Next: next}, d
 }
@@ -146,7 +156,7 @@ func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int
 	weight := float64(s.Prev) * float64(w-elapsed) / float64(w)
 	d := Decision{Limit: p.Limit}
 	if n > 0 && float64(s.Cur)+weight >= float64(p.Limit) {
-		d.RetryAfter = counterRetry(p, s, elapsed)
+		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit)
 		d.Reset = counterReset(s, now, w)
 		return s, d
 	}
@@ -154,27 +164,44 @@ func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int
 	d.Allowed = true
 	if room := float64(p.Limit) - float64(s.Cur) - weight; room > 0 {
 		d.Remaining = ceilInt(room)
+		// The budget grows once cur + prev*(1-f) drops below
+		// limit - remaining; at limit - remaining = 0 it is whole.
+		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit-d.Remaining)
 	} else {
-		d.RetryAfter = counterRetry(p, s, elapsed)
+		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit)
 	}
 	d.Reset = counterReset(s, now, w)
 	return s, d
 }
 
-// counterRetry is how long until cur + prev*(1-f) drops below Limit.
-func counterRetry(p *Policy, s SlidingWindowCounterState, elapsed int64) time.Duration {
-	w := p.window
+// counterRetry is how long until cur + prev*(1-f) drops below target, 0
+// when target is 0 and nothing counts. The comparison is strict, so the
+// exact answer lies just past a boundary; it is rounded up to a whole
+// microsecond, which keeps stores that compute in microseconds (Redis
+// scripts) in agreement with this one.
+func counterRetry(s SlidingWindowCounterState, elapsed, w, target int64) time.Duration {
 	toEnd := w - elapsed
-	if s.Cur >= p.Limit {
+	var wait int64
+	switch {
+	case target <= 0:
+		return 0
+	case s.Cur >= target:
 		// Only the next window helps: there cur becomes prev, and
-		// cur*(1-f') < limit needs f' > 1 - limit/cur.
-		need := float64(w) - float64(p.Limit)*float64(w)/float64(s.Cur)
-		return time.Duration(toEnd + int64(need) + 1)
+		// cur*(1-f') < target needs f' > 1 - target/cur.
+		need := float64(w) - float64(target)*float64(w)/float64(s.Cur)
+		wait = toEnd + int64(need) + 1
+	default:
+		// prev*(w-e)/w < target-cur  <=>  e > w - (target-cur)*w/prev
+		e := float64(w) - float64(target-s.Cur)*float64(w)/float64(s.Prev)
+		wait = min(max(int64(e)+1-elapsed, 1), toEnd)
 	}
-	// prev*(w-e)/w < limit-cur  <=>  e > w - (limit-cur)*w/prev
-	e := float64(w) - float64(p.Limit-s.Cur)*float64(w)/float64(s.Prev)
-	wait := int64(e) + 1 - elapsed
-	return time.Duration(min(max(wait, 1), toEnd))
+	return time.Duration(ceilMicro(wait))
+}
+
+// ceilMicro rounds ns up to a whole microsecond.
+func ceilMicro(ns int64) int64 {
+	const us = int64(time.Microsecond)
+	return (ns + us - 1) / us * us
 }
 
 // counterReset is how long until both counts have aged out entirely.

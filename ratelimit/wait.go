@@ -5,26 +5,131 @@ import (
 	"time"
 )
 
+// waiter is one request in Wait. Its dep is guarded by the shard lock;
+// only the waiter's own goroutine receives from timer.
+type waiter struct {
+	prev, next *waiter
+	dep        int64 // Unix ns of the departure, moved earlier when one ahead gives up
+	timer      *time.Timer
+}
+
+// waitQueue lists a bucket's waiting requests in departure order. A bucket
+// has one only while requests wait in it.
+type waitQueue struct {
+	head, tail *waiter
+}
+
 // Wait implements Store. The waiting request's own goroutine sleeps on a
-// timer; the store keeps no worker. A request that gives up while it is the
-// last in the queue returns its departure slot to the bucket.
+// timer; the store keeps no worker. A request whose ctx ends first gives its
+// place to those behind it: each of them, and the bucket's next departure,
+// moves one interval earlier, so departures stay spaced by the interval in
+// arrival order with no hole. Timers run on MemoryOptions.Clock.
+//
+// A request that gives up in the instant between another request's Decide
+// and that request's Wait does not move that one; departures then keep a
+// hole of one interval, never come closer than it.
 func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
-	if d.Delay <= 0 {
+	if d.Delay <= 0 || d.Departure.IsZero() {
 		return ctx.Err()
 	}
-	timer := time.NewTimer(time.Until(d.Departure))
-	defer timer.Stop()
+	h := m.hash(r.Policy.Name, r.Key)
+	s := m.shardOf(h)
+	w := &waiter{dep: d.Departure.UnixNano()}
+	s.mu.Lock()
+	e := s.lookupLocked(h, r.Policy.Name, r.Key)
+	if e != nil && e.pol.Algorithm != LeakyBucket {
+		e = nil
+	}
+	if e != nil {
+		e.enqueueLocked(w)
+	}
+	w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
+	s.mu.Unlock()
+	defer w.timer.Stop()
+
 	select {
-	case <-timer.C:
+	case <-w.timer.C:
+		// A departure only ever moves earlier, so any firing means due.
+		if e != nil {
+			s.mu.Lock()
+			e.dequeueLocked(w)
+			s.mu.Unlock()
+		}
 		return nil
 	case <-ctx.Done():
 	}
-	dep := d.Departure.UnixNano()
-	s := &m.shards[m.shardOf(r)]
-	s.mu.Lock()
-	if e, ok := s.m[bucketKey{r.Policy.Name, r.Key}]; ok && e.pol.Settings() == r.Policy.Settings() && e.s[0] == dep+r.Policy.interval {
-		e.s[0] = dep
+	if e != nil {
+		s.mu.Lock()
+		m.giveUpLocked(e, w, r.Policy)
+		s.mu.Unlock()
 	}
-	s.mu.Unlock()
 	return ctx.Err()
+}
+
+// giveUpLocked removes w from e's queue and hands its departure slot down
+// the line: every later waiter, and the bucket's next departure, moves one
+// interval earlier.
+func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
+	t := p.interval
+	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep {
+		// The bucket was reset (a settings change) or its schedule no longer
+		// holds this departure; moving anything would bunch departures.
+		e.dequeueLocked(w)
+		return
+	}
+	now := m.clock().UnixNano()
+	for o := w.next; o != nil; o = o.next {
+		o.dep -= t
+		o.timer.Reset(time.Duration(o.dep - now))
+	}
+	e.dequeueLocked(w)
+	e.s[0] -= t
+}
+
+// enqueueLocked adds w to e's queue in departure order. Waiters nearly
+// always arrive in order, so the walk from the tail is short.
+func (e *entry) enqueueLocked(w *waiter) {
+	q := e.wq
+	if q == nil {
+		q = &waitQueue{}
+		e.wq = q
+	}
+	at := q.tail
+	for at != nil && at.dep > w.dep {
+		at = at.prev
+	}
+	w.prev = at
+	if at == nil {
+		w.next, q.head = q.head, w
+	} else {
+		w.next, at.next = at.next, w
+	}
+	if w.next == nil {
+		q.tail = w
+	} else {
+		w.next.prev = w
+	}
+}
+
+// dequeueLocked removes w from e's queue, dropping the queue when it
+// empties. Removing a waiter twice is harmless.
+func (e *entry) dequeueLocked(w *waiter) {
+	q := e.wq
+	if q == nil || (w.prev == nil && q.head != w) {
+		return
+	}
+	if w.prev == nil {
+		q.head = w.next
+	} else {
+		w.prev.next = w.next
+	}
+	if w.next == nil {
+		q.tail = w.prev
+	} else {
+		w.next.prev = w.prev
+	}
+	w.prev, w.next = nil, nil
+	if q.head == nil {
+		e.wq = nil
+	}
 }

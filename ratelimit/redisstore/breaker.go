@@ -1,0 +1,139 @@
+package redisstore
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Breaker tuning. After breakerFailures consecutive failures the store
+// stops sending decisions to Redis; the prober then pings it after
+// breakerMinBackoff, doubling up to breakerMaxBackoff, and closes the
+// breaker on the first answer. The cap keeps "Redis is back" to shared
+// decisions within about a second.
+const (
+	breakerFailures   = 3
+	breakerMinBackoff = 250 * time.Millisecond
+	breakerMaxBackoff = time.Second
+	// idlePing is how often the prober checks Redis while no decision has
+	// succeeded recently, so Healthy stays true to life without traffic.
+	idlePing = time.Second
+)
+
+// breaker counts consecutive failures and holds decisions off Redis while
+// open. Its zero value is not ready; call init. It is safe for concurrent
+// use: the hot path reads only atomics.
+type breaker struct {
+	open     atomic.Bool
+	healthy  atomic.Bool
+	failures atomic.Int32
+	lastOK   atomic.Int64 // Unix ns of the last success
+	wake     chan struct{}
+
+	mu      sync.Mutex
+	lastErr error
+	backoff time.Duration
+}
+
+func (b *breaker) init() {
+	b.wake = make(chan struct{}, 1)
+	b.backoff = breakerMinBackoff
+	b.healthy.Store(true)
+}
+
+// succeeded records an answered round trip.
+func (b *breaker) succeeded() {
+	b.lastOK.Store(time.Now().UnixNano())
+	if b.failures.Load() != 0 {
+		b.failures.Store(0)
+	}
+	if !b.healthy.Load() {
+		b.mu.Lock()
+		b.lastErr = nil
+		b.mu.Unlock()
+		b.healthy.Store(true)
+	}
+}
+
+// failed records a failed round trip; force opens the breaker at once.
+func (b *breaker) failed(err error, force bool) {
+	b.mu.Lock()
+	b.lastErr = err
+	b.mu.Unlock()
+	b.healthy.Store(false)
+	if n := b.failures.Add(1); (n >= breakerFailures || force) && !b.open.Swap(true) {
+		select {
+		case b.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// probeLoop closes an open breaker once Redis answers again, connects a
+// store that could not connect at start, and pings an idle Redis.
+func (s *Store) probeLoop() {
+	defer close(s.done)
+	b := &s.br
+	idle := time.NewTicker(idlePing)
+	defer idle.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-b.wake:
+		case <-idle.C:
+			if b.open.Load() || time.Since(time.Unix(0, b.lastOK.Load())) < idlePing {
+				continue
+			}
+			// Idle and closed: one ping keeps Healthy current.
+			if err := s.ping(); err != nil {
+				b.failed(err, false)
+			} else {
+				b.succeeded()
+			}
+			continue
+		}
+		// Open: ping with growing backoff until Redis answers.
+		for b.open.Load() {
+			b.mu.Lock()
+			wait := b.backoff
+			b.backoff = min(2*b.backoff, breakerMaxBackoff)
+			b.mu.Unlock()
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(wait):
+			}
+			if err := s.ping(); err != nil {
+				b.failed(err, false)
+				continue
+			}
+			b.mu.Lock()
+			b.backoff = breakerMinBackoff
+			b.mu.Unlock()
+			b.succeeded()
+			b.open.Store(false)
+		}
+	}
+}
+
+// ping checks that Redis answers, connecting first if need be.
+func (s *Store) ping() error {
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Timeout, 100*time.Millisecond))
+	defer cancel()
+	start := time.Now()
+	if err := s.connect(ctx); err != nil {
+		s.observe(start, err)
+		return err
+	}
+	c := *s.client.Load()
+	err := c.Do(ctx, c.B().Ping().Build()).Error()
+	s.observe(start, err)
+	return err
+}
+
+func netDialer(timeout time.Duration) net.Dialer {
+	return net.Dialer{Timeout: timeout, KeepAlive: time.Second}
+}

@@ -1,0 +1,413 @@
+-- decide.lua applies one request to every limit of a route, atomically. Each
+-- step below mirrors the Step function of the same algorithm in package
+-- ratelimit line for line; only the units differ. Absolute times are whole
+-- microseconds (Lua numbers are doubles: exact up to 2^53 us, year 2255);
+-- durations handed back are nanoseconds, computed from the same microsecond
+-- quantities, and the float arithmetic of sliding_window_counter runs on
+-- nanosecond differences exactly as in Go.
+--
+-- KEYS[i]   the bucket of limit i; a sliding_window_log limit also has
+--           KEYS[i] .. ':s' (same hash tag) holding its settled time, which
+--           is built from KEYS[i] here, so all keys of a limit share a slot.
+-- ARGV[1]   decision time in us, or '' for the server's TIME
+-- ARGV[2]   extra TTL in ms added to every PEXPIRE (virtual clocks)
+-- ARGV[3]   token unique to this call: sliding log members are token:i
+-- ARGV[4]   tail token of a leaky_bucket request: the caller's time in ns
+-- ARGV[5]   mode: '1' decide (take one), '0' look (take none), 'u' undo
+-- ARGV[6]   undo: the time in us of the decision being undone
+-- ARGV[6+8*(i-1)+1..8] per limit: algorithm, limit, window us, interval us,
+--           burst, tolerance us, shadow (1/0), undo flag (1: give back)
+--
+-- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
+-- delay_ns}.
+
+local function trunc(x)
+  if x >= 0 then return math.floor(x) end
+  return math.ceil(x)
+end
+
+local function fmt(x) return string.format('%.17g', x) end
+
+local function ttl(us, slack)
+  return math.max(1, math.ceil(us / 1000)) + slack
+end
+
+-- wstart is the aligned window that holds now (floored, like Go's windowStart).
+local function wstart(now, w)
+  local s = now - (now % w)
+  if s > now then s = s - w end
+  return s
+end
+
+-- ceilmicro rounds ns up to a whole microsecond, as ratelimit.ceilMicro.
+local function ceilmicro(ns) return math.ceil(ns / 1000) * 1000 end
+
+local function nums(v)
+  local t = {}
+  if v then
+    for x in string.gmatch(v, '%S+') do t[#t + 1] = x end
+  end
+  return t
+end
+
+-- token_bucket ---------------------------------------------------------
+
+local function tb_step(p, tat0, now, n)
+  local t = p.t
+  local cap = p.burst * t
+  local tat = math.max(tat0, now)
+  local nt = tat + n * t
+  if nt - now > cap then
+    return tat0, {0, math.max(trunc((cap - (tat - now)) / t), 0), (nt - cap - now) * 1000, (tat - now) * 1000, 0}
+  end
+  local used = nt - now
+  local retry = 0
+  if used > 0 then
+    local r = used % t
+    if r ~= 0 then retry = r * 1000 else retry = t * 1000 end
+  end
+  return nt, {1, trunc((cap - used) / t), retry, used * 1000, 0}
+end
+
+-- leaky_bucket ---------------------------------------------------------
+
+local function lb_step(p, nx, now, n)
+  local t, tol = p.t, p.tol
+  local depart = math.max(nx, now)
+  local wait = depart - now
+  if n > 0 and wait > tol then
+    return nx, {0, 0, (wait - tol) * 1000, wait * 1000, 0}
+  end
+  local nxt = depart + n * t
+  local delay = 0
+  if n > 0 then delay = wait end
+  local rem, retry = 0, 0
+  local reset = math.max(nxt - now, 0)
+  local free = tol - (nxt - now)
+  if free < 0 then
+    retry = -free
+  elseif nxt > now then
+    rem = math.floor(free / t) + 1
+    retry = t - free % t
+    if rem >= p.cap then retry = 0 end
+  else
+    rem = p.cap
+  end
+  return nxt, {1, rem, retry * 1000, reset * 1000, delay * 1000}
+end
+
+-- fixed_window ---------------------------------------------------------
+
+local function fw_step(p, st, cnt, now, n)
+  local start = wstart(now, p.w)
+  if start > st then st, cnt = start, 0 end
+  local e = st + p.w
+  if cnt + n > p.limit then
+    return st, cnt, {0, 0, (e - now) * 1000, (e - now) * 1000, 0}
+  end
+  cnt = cnt + n
+  local reset = (e - now) * 1000
+  if cnt == 0 then reset = 0 end
+  return st, cnt, {1, p.limit - cnt, reset, reset, 0}
+end
+
+-- sliding_window_counter ----------------------------------------------
+
+-- cretry mirrors ratelimit.counterRetry; el and wn are in ns.
+local function cretry(cur, prev, el, wn, target)
+  local toend = wn - el
+  local wait
+  if target <= 0 then
+    return 0
+  elseif cur >= target then
+    local need = wn - target * wn / cur
+    wait = toend + trunc(need) + 1
+  else
+    local e = wn - (target - cur) * wn / prev
+    wait = math.min(math.max(trunc(e) + 1 - el, 1), toend)
+  end
+  return ceilmicro(wait)
+end
+
+local function creset(st, cur, prev, now, w)
+  if cur > 0 then return (st + 2 * w - now) * 1000 end
+  if prev > 0 then return (st + w - now) * 1000 end
+  return 0
+end
+
+local function swc_step(p, st, cur, prev, now, n)
+  local w = p.w
+  local start = wstart(now, w)
+  if start == st + w then
+    st, cur, prev = start, 0, cur
+  elseif start > st then
+    st, cur, prev = start, 0, 0
+  end
+  local wn = w * 1000
+  local el = math.min(math.max(now - st, 0) * 1000, wn - 1)
+  local weight = prev * (wn - el) / wn
+  if n > 0 and cur + weight >= p.limit then
+    return st, cur, prev, {0, 0, cretry(cur, prev, el, wn, p.limit), creset(st, cur, prev, now, w), 0}
+  end
+  cur = cur + n
+  local rem, retry = 0, 0
+  local room = p.limit - cur - weight
+  if room > 0 then
+    rem = math.ceil(room)
+    retry = cretry(cur, prev, el, wn, p.limit - rem)
+  else
+    retry = cretry(cur, prev, el, wn, p.limit)
+  end
+  return st, cur, prev, {1, rem, retry, creset(st, cur, prev, now, w), 0}
+end
+
+-- sliding_window_log ---------------------------------------------------
+-- The log is a sorted set of accepted requests scored by time; KEYS[i]..':s'
+-- holds settled (see ratelimit.SlidingLogState). Entries at or before a
+-- cutoff are dropped with ZREMRANGEBYSCORE; ro leaves them in place and
+-- skips them by score instead, which gives the same answers.
+
+local function zat(k, cutoff, i)
+  local r = redis.call('ZRANGEBYSCORE', k, '(' .. fmt(cutoff), '+inf', 'WITHSCORES', 'LIMIT', i, 1)
+  return tonumber(r[2])
+end
+
+local function znewest(k)
+  local r = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
+  if #r == 0 then return nil end
+  return tonumber(r[2])
+end
+
+local function zdrop(k, sk, cutoff, w, now, slack)
+  local r = redis.call('ZREVRANGEBYSCORE', k, fmt(cutoff), '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #r > 0 then
+    redis.call('ZREMRANGEBYSCORE', k, '-inf', fmt(cutoff))
+    local settled = tonumber(r[2]) + w
+    redis.call('SET', sk, fmt(settled), 'PX', ttl(math.max(settled, now) + w - now, slack))
+  end
+end
+
+local function zcount(k, cutoff)
+  return redis.call('ZCOUNT', k, '(' .. fmt(cutoff), '+inf')
+end
+
+-- swl_step decides one limit, pushing member when it admits n > 0. It
+-- returns the decision and whether it pushed.
+local function swl_step(p, k, now, n, ro, member, slack)
+  local w = p.w
+  local sk = k .. ':s'
+  local newest = znewest(k)
+  if newest and now >= newest + w then
+    -- The whole log has aged out: the bucket is idle, as a fresh one.
+    if not ro then redis.call('DEL', k, sk) end
+    newest = nil
+  end
+  local pushed = false
+  if newest and now < newest then
+    -- stepLate: a request that arrives before the newest entry.
+    local total = redis.call('ZCARD', k)
+    local count = zcount(k, now - w)
+    local oldest = zat(k, now - w, 0)
+    local reset = (newest + w - now) * 1000
+    local settled = tonumber(redis.call('GET', sk) or '0')
+    if now < settled or count + n > p.limit then
+      local alive = zcount(k, newest - w)
+      local retry = newest
+      local kk = alive + n - p.limit
+      if kk > 0 then
+        local r = redis.call('ZRANGE', k, total - alive + math.min(kk - 1, alive - 1), total - alive + math.min(kk - 1, alive - 1), 'WITHSCORES')
+        retry = tonumber(r[2]) + w
+      end
+      return {0, 0, (retry - now) * 1000, reset, 0}, false
+    end
+    if n > 0 and not ro then
+      zdrop(k, sk, now - w, w, now, slack)
+      redis.call('ZADD', k, fmt(newest), member)
+      local x = ttl(newest + w - now, slack)
+      redis.call('PEXPIRE', k, x)
+      redis.call('PEXPIRE', sk, x)
+      pushed = true
+    end
+    return {1, p.limit - count - n, (oldest + w - now) * 1000, reset, 0}, pushed
+  end
+  local cutoff = now - w
+  if not ro and newest then zdrop(k, sk, cutoff, w, now, slack) end
+  local cnt = 0
+  if newest then cnt = zcount(k, cutoff) end
+  if cnt + n > p.limit then
+    local idx = math.min(cnt + n - p.limit - 1, cnt - 1)
+    return {0, 0, (zat(k, cutoff, idx) + w - now) * 1000, (newest + w - now) * 1000, 0}, false
+  end
+  if n > 0 and not ro then
+    redis.call('ZADD', k, fmt(now), member)
+    local x = ttl(w, slack)
+    redis.call('PEXPIRE', k, x)
+    redis.call('PEXPIRE', sk, x)
+    pushed = true
+    newest = now
+  end
+  cnt = cnt + n
+  local retry, reset = 0, 0
+  if cnt > 0 then
+    retry = (zat(k, cutoff, 0) + w - now) * 1000
+    reset = (newest + w - now) * 1000
+  end
+  return {1, p.limit - cnt, retry, reset, 0}, pushed
+end
+
+-- dispatch ---------------------------------------------------------------
+
+local mode = ARGV[5]
+local ro = mode == '0r'
+if ro then mode = '0' end
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local slack = tonumber(ARGV[2])
+local token = ARGV[3]
+local tail = ARGV[4]
+
+local function param(i)
+  local b = 6 + (i - 1) * 8
+  local p = {
+    alg = tonumber(ARGV[b + 1]), limit = tonumber(ARGV[b + 2]), w = tonumber(ARGV[b + 3]),
+    t = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), tol = tonumber(ARGV[b + 6]),
+    shadow = ARGV[b + 7] == '1', flag = ARGV[b + 8] == '1',
+  }
+  p.cap = 1 + math.floor(p.tol / p.t)
+  return p
+end
+
+-- scalar state: token_bucket 'tat', leaky_bucket 'next tail',
+-- fixed_window 'start count', sliding_window_counter 'start cur prev'.
+-- A bucket that has gone idle (now at or past the time its state equals a
+-- fresh one) reads as fresh, as in the memory store.
+local function load(p, k)
+  local v = nums(redis.call('GET', k))
+  local a, b, c = tonumber(v[1] or '0'), v[2], v[3]
+  local idle
+  if p.alg == 1 or p.alg == 2 then
+    idle = a
+  elseif p.alg == 3 then
+    idle = a + p.w
+  else
+    idle = a + 2 * p.w
+  end
+  if v[1] == nil or now >= idle then return 0, nil, nil end
+  return a, b, c
+end
+
+-- step applies n requests to limit i; when it takes any it writes the new
+-- state and returns an undo function that gives the request back.
+local function step(i, n)
+  local p, k = param(i), KEYS[i]
+  if p.alg == 5 then
+    local member = token .. ':' .. i
+    local d, pushed = swl_step(p, k, now, n, ro, member, slack)
+    if pushed then
+      return d, function() redis.call('ZREM', k, member) end
+    end
+    return d, nil
+  end
+  local a, b, c = load(p, k)
+  local d
+  if p.alg == 1 then
+    local nt
+    nt, d = tb_step(p, a, now, n)
+    if d[1] == 1 and n > 0 then
+      redis.call('SET', k, fmt(nt), 'PX', ttl(nt - now, slack))
+      return d, function() redis.call('SET', k, fmt(nt - p.t), 'KEEPTTL') end
+    end
+  elseif p.alg == 2 then
+    local nx
+    nx, d = lb_step(p, a, now, n)
+    if d[1] == 1 and n > 0 then
+      local mine = tail .. ':' .. fmt(d[5] / 1000)
+      redis.call('SET', k, fmt(nx) .. ' ' .. mine, 'PX', ttl(nx - now, slack))
+      local old = b
+      return d, function()
+        local v = fmt(nx - p.t)
+        if old then v = v .. ' ' .. old end
+        redis.call('SET', k, v, 'KEEPTTL')
+      end
+    end
+  elseif p.alg == 3 then
+    local st, cnt
+    st, cnt, d = fw_step(p, a, tonumber(b or '0'), now, n)
+    if d[1] == 1 and n > 0 then
+      redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt), 'PX', ttl(st + p.w - now, slack))
+      return d, function() redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt - 1), 'KEEPTTL') end
+    end
+  else
+    local st, cur, prev
+    st, cur, prev, d = swc_step(p, a, tonumber(b or '0'), tonumber(c or '0'), now, n)
+    if d[1] == 1 and n > 0 then
+      redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * p.w - now, slack))
+      return d, function()
+        redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur - 1) .. ' ' .. fmt(prev), 'KEEPTTL')
+      end
+    end
+  end
+  return d, nil
+end
+
+-- undo gives back, for the limits flagged, a request decided at ARGV[6] by
+-- an earlier call (cluster mode, where one request's limits span slots).
+local function undo(i)
+  local p, k = param(i), KEYS[i]
+  if not p.flag then return end
+  local at = tonumber(ARGV[6])
+  if p.alg == 5 then
+    redis.call('ZREM', k, token .. ':' .. i)
+    return
+  end
+  local v = nums(redis.call('GET', k))
+  if v[1] == nil then return end
+  local a = tonumber(v[1])
+  if p.alg == 1 or p.alg == 2 then
+    v[1] = fmt(a - p.t)
+  elseif a == wstart(at, p.w) then
+    v[2] = fmt(tonumber(v[2]) - 1)
+  else
+    return
+  end
+  redis.call('SET', k, table.concat(v, ' '), 'KEEPTTL')
+end
+
+local n = #KEYS
+local out = {now}
+local function put(i, d)
+  local b = 1 + (i - 1) * 5
+  for j = 1, 5 do out[b + j] = d[j] end
+end
+
+if mode == 'u' then
+  for i = n, 1, -1 do undo(i) end
+  for i = 1, n do put(i, (step(i, 0))) end
+  return out
+end
+
+local cost = tonumber(mode)
+local undos = {}
+local admitted = true
+for i = 1, n do
+  local d, u = step(i, cost)
+  put(i, d)
+  undos[i] = u
+  if d[1] == 0 and ARGV[6 + (i - 1) * 8 + 7] ~= '1' then admitted = false end
+end
+if not admitted then
+  -- Nothing is consumed: give back what the admitting limits took, newest
+  -- first, and report each as it stands without this request.
+  for i = n, 1, -1 do
+    if undos[i] then
+      undos[i]()
+      put(i, (step(i, 0)))
+    end
+  end
+end
+return out

@@ -1,0 +1,82 @@
+package redisstore
+
+import (
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Key builds the Redis key of a bucket:
+//
+//	{prefix}{{policy}|{key}}:{settings hash}
+//
+// The braces make policy|key the cluster hash tag, so every key of one
+// bucket (a sliding log also has Key+":s") sits in one slot while different
+// buckets spread over the cluster. The hash covers the policy's Settings
+// and the length of its name: a policy whose settings change on reload
+// starts from fresh state instead of misreading the old one, and names that
+// contain "|" cannot collide.
+func Key(prefix string, r ratelimit.Request) string {
+	h := fnv.New32a()
+	st := r.Policy.Settings()
+	var buf [8 * 7]byte
+	b := buf[:0]
+	for _, v := range [...]int64{int64(len(r.Policy.Name)), int64(st.Algorithm), st.Limit, int64(st.Window), st.Burst, st.Queue, int64(st.MaxWait)} {
+		b = strconv.AppendInt(b, v, 36)
+		b = append(b, ',')
+	}
+	h.Write(b)
+	var sb strings.Builder
+	sb.Grow(len(prefix) + len(r.Policy.Name) + len(r.Key) + 12)
+	sb.WriteString(prefix)
+	sb.WriteByte('{')
+	sb.WriteString(r.Policy.Name)
+	sb.WriteByte('|')
+	sb.WriteString(r.Key)
+	sb.WriteString("}:")
+	var hb [8]byte
+	sb.Write(strconv.AppendUint(hb[:0], uint64(h.Sum32()), 36))
+	return sb.String()
+}
+
+// micros is d in whole microseconds, rounded up: the scripts count in
+// microseconds, and rounding up never lets more through than the policy.
+func micros(d time.Duration) int64 {
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}
+
+// appendParams appends the eight script arguments that describe limit r
+// (see decide.lua); undo flags the limit for giving back.
+func appendParams(args []string, r ratelimit.Request, undo bool) []string {
+	p := r.Policy
+	iv := p.Interval()
+	t := micros(iv)
+	// Tolerance as the step computes it, min(Queue*interval, MaxWait), in
+	// microseconds that keep the queue's place count: Queue*t when the
+	// queue is the tighter bound.
+	var tol int64
+	if p.Queue*int64(iv) <= int64(p.MaxWait) {
+		tol = p.Queue * t
+	} else {
+		tol = int64(p.MaxWait / time.Microsecond)
+	}
+	shadow, flag := "0", "0"
+	if p.Shadow {
+		shadow = "1"
+	}
+	if undo {
+		flag = "1"
+	}
+	return append(args,
+		strconv.Itoa(int(p.Algorithm)),
+		strconv.FormatInt(p.Limit, 10),
+		strconv.FormatInt(micros(p.Window), 10),
+		strconv.FormatInt(t, 10),
+		strconv.FormatInt(p.Burst, 10),
+		strconv.FormatInt(tol, 10),
+		shadow, flag,
+	)
+}

@@ -1,0 +1,279 @@
+// Package redisstore keeps rate-limit state in Redis so that every gateway
+// instance draws on one budget.
+//
+// Each decision is one Lua script that mirrors the ratelimit package's step
+// functions and covers every limit of the request, so in standalone and
+// sentinel mode a request costs one round trip whatever the number of
+// limits, and a request that one limit rejects takes nothing from the
+// others. Time comes from the Redis server, so instances whose clocks
+// disagree still agree on the budget. When Redis fails, the store follows
+// its OnError choice and a circuit breaker stops it from trying for a short
+// while; see docs/redis.md.
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// The Redis topologies Options.Mode accepts.
+const (
+	Standalone = "standalone"
+	Cluster    = "cluster"
+	Sentinel   = "sentinel"
+)
+
+// The failure behaviours Options.OnError accepts.
+const (
+	// OnErrorLocal decides with Options.Fallback, an in-process store.
+	OnErrorLocal = "local"
+	// OnErrorAllow admits every request.
+	OnErrorAllow = "allow"
+	// OnErrorDeny rejects every request with a one-second retry.
+	OnErrorDeny = "deny"
+)
+
+// Options configure a Store. Only Addresses is required.
+type Options struct {
+	// Mode is the Redis topology: "standalone" (default), "cluster" or
+	// "sentinel". Standalone uses the first of Addresses.
+	Mode string
+	// Addresses are host:port pairs: the server, cluster seed nodes, or the
+	// sentinels.
+	Addresses []string
+	// MasterName is the master set the sentinels watch (sentinel mode).
+	MasterName string
+	// Username and Password authenticate to Redis (ACL or requirepass).
+	Username, Password string
+	// SentinelUsername and SentinelPassword authenticate to the sentinels,
+	// when they require it.
+	SentinelUsername, SentinelPassword string
+	// DB is the database number (standalone and sentinel).
+	DB int
+	// KeyPrefix starts every key. Default "sluice:".
+	KeyPrefix string
+	// Timeout bounds each decision's Redis round trips. Default 50ms.
+	Timeout time.Duration
+	// OnError is what a decision does when Redis fails or the breaker is
+	// open: "local" (default), "allow" or "deny".
+	OnError string
+	// Fallback decides when OnError is "local". When nil, New creates a
+	// MemoryStore that Close stops.
+	Fallback ratelimit.Store
+	// CallerTime makes decisions use the now passed to Decide instead of the
+	// Redis server's TIME; for tests with virtual clocks (the conformance
+	// suite). It also lengthens key TTLs by CallerTimeSlack, since Redis
+	// expires keys on its own clock.
+	CallerTime bool
+	// Observe, if set, is called once per Redis round trip with its
+	// duration and error (nil on success), from the calling goroutine. It
+	// must be safe for concurrent use.
+	Observe func(d time.Duration, err error)
+}
+
+// CallerTimeSlack is added to every key TTL when Options.CallerTime is set.
+const CallerTimeSlack = 5 * time.Minute
+
+// Store is a ratelimit.Store backed by Redis. It is safe for concurrent use.
+// Create it with New and release it with Close.
+type Store struct {
+	o        Options
+	client   atomic.Pointer[rueidis.Client] // nil until the first connection succeeds
+	prefix   string
+	slack    string // extra TTL in ms, as the scripts take it
+	id       string // random, makes log members and queue tokens unique
+	seq      atomic.Uint64
+	cluster  bool
+	fallback ratelimit.Store
+	ownsFall bool
+
+	br breaker
+
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+var _ ratelimit.Store = (*Store)(nil)
+
+// New checks o, connects to Redis and starts the store's health prober.
+// It fails only on invalid options: when Redis is unreachable the store
+// starts unhealthy, follows OnError, and keeps trying to connect in the
+// background.
+func New(ctx context.Context, o Options) (*Store, error) {
+	if o.Mode == "" {
+		o.Mode = Standalone
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = "sluice:"
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 50 * time.Millisecond
+	}
+	if o.OnError == "" {
+		o.OnError = OnErrorLocal
+	}
+	var errs []error
+	switch o.Mode {
+	case Standalone, Cluster:
+	case Sentinel:
+		if o.MasterName == "" {
+			errs = append(errs, errors.New("master_name: required in sentinel mode"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("mode: unknown mode %q (want standalone, cluster or sentinel)", o.Mode))
+	}
+	if len(o.Addresses) == 0 {
+		errs = append(errs, errors.New("addresses: must not be empty"))
+	}
+	if o.Timeout < 0 {
+		errs = append(errs, errors.New("timeout: must be > 0"))
+	}
+	switch o.OnError {
+	case OnErrorLocal, OnErrorAllow, OnErrorDeny:
+	default:
+		errs = append(errs, fmt.Errorf("on_error: unknown value %q (want local, allow or deny)", o.OnError))
+	}
+	if o.DB < 0 {
+		errs = append(errs, errors.New("db: must be >= 0"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var idb [6]byte
+	_, _ = rand.Read(idb[:])
+	s := &Store{
+		o:       o,
+		prefix:  o.KeyPrefix,
+		id:      hex.EncodeToString(idb[:]),
+		cluster: o.Mode == Cluster,
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	s.slack = "0"
+	if o.CallerTime {
+		s.slack = fmt.Sprint(CallerTimeSlack.Milliseconds())
+	}
+	s.fallback = o.Fallback
+	if s.fallback == nil && o.OnError == OnErrorLocal {
+		s.fallback = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+		s.ownsFall = true
+	}
+	s.br.init()
+	if err := s.connect(ctx); err != nil {
+		s.br.failed(err, true)
+	}
+	go s.probeLoop()
+	return s, nil
+}
+
+// clientOption translates the options into rueidis terms.
+func (s *Store) clientOption() rueidis.ClientOption {
+	o := s.o
+	co := rueidis.ClientOption{
+		InitAddress:  o.Addresses,
+		Username:     o.Username,
+		Password:     o.Password,
+		SelectDB:     o.DB,
+		DisableCache: true, // no client-side caching: every read is a script
+		DisableRetry: true, // a script that takes budget must never run twice
+		ShuffleInit:  true,
+		Dialer:       netDialer(max(o.Timeout, time.Second)),
+		// A server that stops answering is noticed within a second, and
+		// the connection is redialled.
+		ConnWriteTimeout: max(10*o.Timeout, time.Second),
+	}
+	switch o.Mode {
+	case Standalone:
+		co.InitAddress = o.Addresses[:1]
+		co.ForceSingleClient = true
+	case Sentinel:
+		co.Sentinel = rueidis.SentinelOption{
+			MasterSet: o.MasterName,
+			Username:  o.SentinelUsername,
+			Password:  o.SentinelPassword,
+			Dialer:    netDialer(max(o.Timeout, time.Second)),
+		}
+	}
+	return co
+}
+
+// connect creates the Redis client; the first success is kept.
+func (s *Store) connect(ctx context.Context) error {
+	if s.client.Load() != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, max(s.o.Timeout, time.Second))
+	defer cancel()
+	type result struct {
+		c   rueidis.Client
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := rueidis.NewClient(s.clientOption())
+		ch <- result{c, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return fmt.Errorf("connecting to redis %v: %w", s.o.Addresses, r.err)
+		}
+		if !s.client.CompareAndSwap(nil, &r.c) {
+			r.c.Close()
+		}
+		return nil
+	case <-ctx.Done():
+		// Close a client that connects after all, so it does not leak.
+		go func() {
+			if r := <-ch; r.err == nil {
+				if !s.client.CompareAndSwap(nil, &r.c) {
+					r.c.Close()
+				}
+			}
+		}()
+		return fmt.Errorf("connecting to redis %v: %w", s.o.Addresses, ctx.Err())
+	}
+}
+
+// Healthy reports whether Redis answered the store's last round trip: it is
+// false while Redis is unreachable and while the breaker is open.
+func (s *Store) Healthy() bool { return s.br.healthy.Load() }
+
+// LastError returns the most recent Redis failure, or nil after a success.
+func (s *Store) LastError() error {
+	s.br.mu.Lock()
+	defer s.br.mu.Unlock()
+	return s.br.lastErr
+}
+
+// Close stops the prober and closes the Redis client, and the fallback
+// store when New created it.
+func (s *Store) Close() error {
+	s.stopOnce.Do(func() { close(s.stop) })
+	<-s.done
+	if c := s.client.Load(); c != nil {
+		(*c).Close()
+	}
+	if s.ownsFall {
+		return s.fallback.Close()
+	}
+	return nil
+}
+
+// observe reports one round trip.
+func (s *Store) observe(start time.Time, err error) {
+	if s.o.Observe != nil {
+		s.o.Observe(time.Since(start), err)
+	}
+}
