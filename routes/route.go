@@ -3,6 +3,7 @@ package routes
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"net/url"
 	"strconv"
@@ -280,7 +281,10 @@ func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
 		if rest, ok := strings.CutPrefix(host, "*."); ok {
 			host, rt.wildcard = "."+rest, true
 		}
-		if !validHostname(strings.TrimPrefix(host, ".")) || strings.Contains(host, "*") {
+		ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+		if err == nil && ip.Zone() == "" && !rt.wildcard {
+			host = ip.String()
+		} else if !validHostname(strings.TrimPrefix(host, ".")) || strings.Contains(host, "*") {
 			d.errorf(h.n, field(path, "host"), "invalid host %q: want a name like api.example.com or *.example.com, without port", h.v)
 		}
 		rt.host = host

@@ -1,0 +1,118 @@
+package routes
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+const matchConfig = `
+routes:
+  - name: exact-host
+    match: {host: api.example.com, path: /v1/ping}
+    upstream: http://127.0.0.1:9000
+  - name: wildcard
+    match: {host: "*.example.com", path_prefix: /v1/}
+    upstream: http://127.0.0.1:9000
+  - name: post-only
+    match: {path_prefix: /v2/orders, methods: [post, PUT]}
+    upstream: http://127.0.0.1:9000
+  - name: versioned
+    match: {path_prefix: /v3, headers: {x-api-version: "2", X-Empty: ""}}
+    upstream: http://127.0.0.1:9000
+  - name: ipv6-host
+    match: {host: "::1"}
+    upstream: http://127.0.0.1:9000
+  - name: catch-all
+    upstream: http://127.0.0.1:9000
+`
+
+func TestMatch(t *testing.T) {
+	t.Parallel()
+	tab := mustParse(t, matchConfig, noEnv).Table
+	for _, tc := range []struct {
+		name, method, target, host string
+		headers                    map[string][]string
+		want                       string
+	}{
+		{"exact host and path", "GET", "/v1/ping", "api.example.com", nil, "exact-host"},
+		{"host case and port ignored", "GET", "/v1/ping", "API.Example.COM:8443", nil, "exact-host"},
+		{"host trailing dot ignored", "GET", "/v1/ping", "api.example.com.", nil, "exact-host"},
+		{"exact path differs", "GET", "/v1/ping/", "api.example.com", nil, "wildcard"},
+		{"wildcard one label", "GET", "/v1/x", "www.example.com", nil, "wildcard"},
+		{"wildcard two labels", "GET", "/v1/x", "a.b.example.com:80", nil, "wildcard"},
+		{"wildcard excludes apex", "GET", "/v1/x", "example.com", nil, "catch-all"},
+		{"wildcard needs a dot boundary", "GET", "/v1/x", "badexample.com", nil, "catch-all"},
+		{"prefix needs the slash", "GET", "/v1", "www.example.com", nil, "catch-all"},
+		{"method upper-cased in config", "POST", "/v2/orders/7", "x", nil, "post-only"},
+		{"second method", "PUT", "/v2/orders", "x", nil, "post-only"},
+		{"plain prefix crosses segments", "POST", "/v2/ordersfoo", "x", nil, "post-only"},
+		{"method not listed", "GET", "/v2/orders", "x", nil, "catch-all"},
+		{"headers all equal", "GET", "/v3/a", "x", map[string][]string{"X-Api-Version": {"2"}, "X-Empty": {""}}, "versioned"},
+		{"header any value", "GET", "/v3/a", "x", map[string][]string{"X-Api-Version": {"1", "2"}, "X-Empty": {""}}, "versioned"},
+		{"header value differs", "GET", "/v3/a", "x", map[string][]string{"X-Api-Version": {"3"}, "X-Empty": {""}}, "catch-all"},
+		{"header missing", "GET", "/v3/a", "x", map[string][]string{"X-Api-Version": {"2"}}, "catch-all"},
+		{"bracketed IPv6 host", "GET", "/", "[::1]:8080", nil, "ipv6-host"},
+		{"bare IPv6 host", "GET", "/", "::1", nil, "ipv6-host"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest(tc.method, tc.target, nil)
+			r.Host = tc.host
+			for k, v := range tc.headers {
+				r.Header[http.CanonicalHeaderKey(k)] = v
+			}
+			got := "<nil>"
+			if rt := tab.Match(r); rt != nil {
+				got = rt.Name
+			}
+			if got != tc.want {
+				t.Errorf("got route %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMatchNone(t *testing.T) {
+	t.Parallel()
+	tab := mustParse(t, `
+routes:
+  - {name: a, match: {path: /a}, upstream: http://127.0.0.1:9000}
+`, noEnv).Table
+	if rt := tab.Match(httptest.NewRequest("GET", "/b", nil)); rt != nil {
+		t.Errorf("got route %s, want nil", rt.Name)
+	}
+}
+
+func TestMatchAllocs(t *testing.T) {
+	tab := mustParse(t, matchConfig, noEnv).Table
+	r := httptest.NewRequest("GET", "/v3/a", nil)
+	r.Host = "A.B.Example.com:443"
+	r.Header.Set("X-Api-Version", "2")
+	if got := testing.AllocsPerRun(100, func() { tab.Match(r) }); got != 0 {
+		t.Errorf("got %v allocs per Match, want 0", got)
+	}
+}
+
+func BenchmarkMatch(b *testing.B) {
+	c, err := Parse("sluice.yaml", []byte(matchConfig), noEnv)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/nothing/special", nil)
+	r.Host = "www.example.org"
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.Table.Match(r)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				c.Table.Match(r)
+			}
+		})
+	})
+}
