@@ -44,8 +44,8 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 		}
 		return 2 // the flag package has explained it
 	}
-	usage := func(format string, a ...any) int {
-		for line := range strings.Lines(fmt.Sprintf(format, a...)) {
+	usage := func(msg string, a ...any) int {
+		for line := range strings.Lines(fmt.Sprintf(msg, a...)) {
 			fmt.Fprintf(stderr, "sluice simulate: %s\n", strings.TrimSuffix(line, "\n"))
 		}
 		fmt.Fprint(stderr, synopsis)
