@@ -1,0 +1,259 @@
+// Package proxy is sluice's HTTP front door: it matches each request to a
+// route, applies the route's rate limits, holds leaky-bucket overflow, and
+// forwards to the upstream with httputil.ReverseProxy.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/problem"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
+)
+
+// Options configure a Gateway.
+type Options struct {
+	// Logger receives errors and, when AccessLog is on, one line per
+	// request. Default: slog.Default().
+	Logger *slog.Logger
+	// Metrics records what the gateway does. Required.
+	Metrics *metrics.Metrics
+	// Transport reaches the upstreams; default NewTransport().
+	Transport http.RoundTripper
+}
+
+// Gateway is the http.Handler of the plain and TLS listeners. Load swaps
+// its configuration atomically; requests in flight finish on the one they
+// started with. It is safe for concurrent use.
+type Gateway struct {
+	log       *slog.Logger
+	metrics   *metrics.Metrics
+	transport http.RoundTripper
+	current   atomic.Pointer[snapshot]
+
+	drainOnce sync.Once
+	drainCtx  context.Context // done once shutdown begins
+	drainNow  context.CancelFunc
+	deadline  atomic.Int64 // Unix ns by which shutdown cuts off
+}
+
+// UnmatchedRoute is the route label of requests that matched no route.
+const UnmatchedRoute = "(unmatched)"
+
+// snapshot is one loaded configuration compiled for serving.
+type snapshot struct {
+	cfg    *routes.Config
+	store  ratelimit.Store
+	trust  Trust
+	routes map[*routes.Route]*route
+	access bool
+	keys   bool
+	// unmatched counts the requests no route matched.
+	unmatched *metrics.Route
+}
+
+// route is a routes.Route with what serving it needs, built once per load.
+type route struct {
+	r            *routes.Route
+	proxy        *httputil.ReverseProxy
+	upstreams    *upstreams
+	metrics      *metrics.Route
+	queue        *metrics.Queue // nil without a leaky_bucket limit
+	leaky        int            // index of the leaky_bucket limit, -1 when none
+	visible      []int          // indexes of non-shadow limits
+	quoted       []string       // each limit's policy name as a Structured Field string
+	policyHeader []string
+}
+
+// New returns a Gateway with no configuration; Load one before serving.
+func New(o Options) *Gateway {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Transport == nil {
+		o.Transport = NewTransport()
+	}
+	g := &Gateway{log: o.Logger, metrics: o.Metrics, transport: o.Transport}
+	g.drainCtx, g.drainNow = context.WithCancel(context.Background())
+	return g
+}
+
+// Load compiles cfg for serving with store and makes it current.
+func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
+	s := &snapshot{
+		cfg:    cfg,
+		store:  store,
+		trust:  NewTrust(cfg.TrustedProxies),
+		routes: make(map[*routes.Route]*route, len(cfg.Table.Routes)),
+		access: cfg.Log.AccessLog,
+		keys:   cfg.Log.LogKeys,
+	}
+	for _, r := range cfg.Table.Routes {
+		s.routes[r] = g.compileRoute(r)
+	}
+	s.unmatched = g.metrics.Route(UnmatchedRoute, nil)
+	g.current.Store(s)
+	// Series of routes and policies the new configuration no longer has
+	// would otherwise linger in every scrape.
+	names := []string{UnmatchedRoute}
+	for _, r := range cfg.Table.Routes {
+		names = append(names, r.Name)
+	}
+	policies := make([]string, 0, len(cfg.Policies))
+	for name := range cfg.Policies {
+		policies = append(policies, name)
+	}
+	g.metrics.Retain(names, policies)
+}
+
+// Config returns the configuration being served, nil before Load.
+func (g *Gateway) Config() *routes.Config {
+	if s := g.current.Load(); s != nil {
+		return s.cfg
+	}
+	return nil
+}
+
+func (g *Gateway) compileRoute(r *routes.Route) *route {
+	rt := &route{r: r, leaky: -1}
+	limits := make([]metrics.Limit, len(r.Limits))
+	var names []string
+	var pols []*ratelimit.Policy
+	for i, l := range r.Limits {
+		p := l.Policy
+		limits[i] = metrics.LimitOf(p)
+		rt.quoted = append(rt.quoted, sfString(p.Name))
+		if p.Algorithm == ratelimit.LeakyBucket {
+			rt.leaky = i
+			rt.queue = g.metrics.Queue(p.Name)
+		}
+		if !p.Shadow {
+			rt.visible = append(rt.visible, i)
+			names = append(names, rt.quoted[i])
+			pols = append(pols, p)
+		}
+	}
+	rt.metrics = g.metrics.Route(r.Name, limits)
+	if len(pols) > 0 {
+		rt.policyHeader = []string{policyHeader(names, pols)}
+	}
+	rt.upstreams = &upstreams{base: g.transport, targets: r.Upstreams, timeout: r.Timeout}
+	rt.proxy = &httputil.ReverseProxy{
+		Rewrite:       rt.rewrite,
+		Transport:     rt.upstreams,
+		FlushInterval: -1, // stream every write: SSE and chunked APIs pass through unbuffered
+		ErrorHandler:  g.upstreamError(rt),
+		ErrorLog:      slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		BufferPool:    bufferPool{},
+	}
+	if len(r.Limits) > 0 {
+		rt.proxy.ModifyResponse = dropLimitHeaders
+	}
+	return rt
+}
+
+// dropLimitHeaders removes an upstream's own rate-limit fields so the
+// client sees sluice's alone (those are already on the response writer).
+func dropLimitHeaders(resp *http.Response) error {
+	for _, h := range limitHeaders {
+		delete(resp.Header, h)
+	}
+	return nil
+}
+
+// rewrite turns the inbound request into the upstream one.
+func (rt *route) rewrite(pr *httputil.ProxyRequest) {
+	ex := exchangeOf(pr.In.Context())
+	target := rt.upstreams.pick()
+	if p := rt.r.StripPrefix; p != "" {
+		pr.Out.URL.Path = stripPrefix(pr.Out.URL.Path, p)
+		if pr.Out.URL.RawPath != "" {
+			pr.Out.URL.RawPath = stripPrefix(pr.Out.URL.RawPath, p)
+		}
+	}
+	pr.SetURL(target)
+	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+	in, out := pr.In.Header, pr.Out.Header
+	if ex.trusted {
+		out[hXForwardedFor] = in[hXForwardedFor]
+	}
+	pr.SetXForwarded()
+	if ex.trusted {
+		// A trusted proxy in front already knows the original scheme and
+		// host better than this hop does.
+		if v := in[hXForwardedProto]; len(v) > 0 {
+			out[hXForwardedProto] = v
+		}
+		if v := in[hXForwardedHost]; len(v) > 0 {
+			out[hXForwardedHost] = v
+		}
+	}
+	out.Set(hXRealIP, ex.client.String())
+	out.Set(hRequestID, ex.id)
+	ex.upstream = target.Host
+}
+
+func stripPrefix(path, prefix string) string {
+	rest, ok := strings.CutPrefix(path, prefix)
+	if !ok {
+		return path
+	}
+	if !strings.HasPrefix(rest, "/") {
+		rest = "/" + rest
+	}
+	return rest
+}
+
+// upstreamError answers a request whose upstream could not be reached: 504
+// when it sent no headers in time, 502 otherwise, both problem+json.
+func (g *Gateway) upstreamError(rt *route) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		ex := exchangeOf(r.Context())
+		if r.Context().Err() != nil {
+			// The client went away; nobody is left to answer.
+			ex.clientGone = true
+			return
+		}
+		kind := metrics.UpstreamErrorKindOf(err)
+		if errors.Is(err, errUpstreamTimeout) {
+			kind = metrics.UpstreamTimeout
+		}
+		rt.metrics.UpstreamError(kind)
+		ex.upstreamErr = err
+		if kind == metrics.UpstreamTimeout {
+			problem.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("upstream of route %s sent no response within %s", rt.r.Name, rt.r.Timeout))
+			return
+		}
+		problem.Error(w, http.StatusBadGateway, fmt.Sprintf("upstream of route %s is unavailable", rt.r.Name))
+	}
+}
+
+// Drain starts a shutdown that must be over by deadline: a request waiting
+// in a leaky-bucket queue whose departure falls later is answered 503 at
+// once, and any still waiting at the deadline is answered 503 then.
+func (g *Gateway) Drain(deadline time.Time) {
+	g.drainOnce.Do(func() {
+		g.deadline.Store(deadline.UnixNano())
+		g.drainNow()
+	})
+}
+
+var errShuttingDown = errors.New("shutting down")
+
+// bufferPool lends ReverseProxy its copy buffers.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *(copyBuffers.Get().(*[]byte)) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Header names sluice sets on the responses of limited routes.
+const (
+	hRateLimit          = "Ratelimit"
+	hRateLimitPolicy    = "Ratelimit-Policy"
+	hXRateLimitLimit    = "X-Ratelimit-Limit"
+	hXRateLimitRemain   = "X-Ratelimit-Remaining"
+	hXRateLimitReset    = "X-Ratelimit-Reset"
+	hXRateLimitRetry    = "X-Ratelimit-Retry-After"
+	hRetryAfter         = "Retry-After"
+	hRequestID          = "X-Request-Id"
+	hXForwardedFor      = "X-Forwarded-For"
+	hXForwardedHost     = "X-Forwarded-Host"
+	hXForwardedProto    = "X-Forwarded-Proto"
+	hXRealIP            = "X-Real-Ip"
+	hContentTypeOptions = "X-Content-Type-Options"
+)
+
+// limitHeaders are the fields sluice owns on a limited route's responses; an
+// upstream's own values for them are dropped so clients see one answer.
+var limitHeaders = []string{hRateLimit, hRateLimitPolicy, hXRateLimitLimit, hXRateLimitRemain, hXRateLimitReset, hXRateLimitRetry}
+
+// seconds rounds d up to whole seconds, never below 0.
+func seconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+// sfString quotes s as a Structured Field string (RFC 9651).
+func sfString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '"' || c == '\\' {
+			b.WriteByte('\\')
+		}
+		if c < 0x20 || c > 0x7e {
+			c = '_'
+		}
+		b.WriteByte(c)
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// policyHeader is the RateLimit-Policy value of a route's visible limits:
+// "name";q=LIMIT;w=WINDOW_SECONDS, in route order. It never changes between
+// requests, so it is built once per load.
+func policyHeader(names []string, pols []*ratelimit.Policy) string {
+	var b strings.Builder
+	for i, p := range pols {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(names[i])
+		b.WriteString(";q=")
+		b.WriteString(strconv.FormatInt(p.Limit, 10))
+		b.WriteString(";w=")
+		b.WriteString(strconv.FormatInt(max(seconds(p.Window), 1), 10))
+	}
+	return b.String()
+}
+
+// setLimitHeaders writes RateLimit and the classic X-RateLimit-* fields for
+// the route's visible (non-shadow) limits. The classic fields describe the
+// most restrictive limit: the lowest remaining, the first on a tie.
+func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision) {
+	if len(rt.visible) == 0 {
+		return
+	}
+	var buf [256]byte
+	b := buf[:0]
+	most := -1
+	for n, i := range rt.visible {
+		d := &ds[i]
+		if n > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, rt.quoted[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(d.RetryAfter), 10)
+		if most < 0 || d.Remaining < ds[most].Remaining {
+			most = i
+		}
+	}
+	h[hRateLimitPolicy] = rt.policyHeader
+	h[hRateLimit] = []string{string(b)}
+	d := &ds[most]
+	h[hXRateLimitLimit] = []string{strconv.FormatInt(d.Limit, 10)}
+	h[hXRateLimitRemain] = []string{strconv.FormatInt(max(d.Remaining, 0), 10)}
+	h[hXRateLimitReset] = []string{strconv.FormatInt(seconds(d.Reset), 10)}
+}

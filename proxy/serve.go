@@ -1,0 +1,319 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/problem"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
+)
+
+// maxKeyBody is how much of a request body sluice reads to find json: key
+// values; a larger body gives those sources an empty value.
+const maxKeyBody = 64 << 10
+
+// exchange is what one request learns on its way through, for the upstream
+// rewrite and the access log.
+type exchange struct {
+	id          string
+	client      netip.Addr
+	trusted     bool
+	upstream    string
+	rejectedBy  string
+	keys        []string
+	upstreamErr error
+	clientGone  bool
+	waited      time.Duration
+}
+
+type exchangeKey struct{}
+
+func exchangeOf(ctx context.Context) *exchange {
+	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
+	if ex == nil {
+		return &exchange{}
+	}
+	return ex
+}
+
+// ServeHTTP implements http.Handler.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w}
+	s := g.current.Load()
+	ex := &exchange{}
+	var rt *route
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			g.log.Error("panic serving request", "request_id", ex.id, "panic", fmt.Sprint(v))
+			if !rec.wrote {
+				problem.Error(rec, http.StatusInternalServerError, "internal error")
+			}
+		}
+		g.finish(s, rt, rec, r, ex, start)
+	}()
+	if s == nil {
+		problem.Error(rec, http.StatusServiceUnavailable, "no configuration loaded")
+		return
+	}
+	ex.client, ex.trusted = s.trust.ClientAddr(r)
+	ex.id = r.Header.Get(hRequestID)
+	if !validRequestID(ex.id) {
+		ex.id = newRequestID()
+	}
+	rec.Header().Set(hRequestID, ex.id)
+	match := s.cfg.Table.Match(r)
+	if match == nil {
+		problem.Error(rec, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)
+		return
+	}
+	rt = s.routes[match]
+	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	if len(match.Limits) > 0 && !g.admit(s, rt, rec, r, ex) {
+		return
+	}
+	rt.proxy.ServeHTTP(rec, r)
+}
+
+// admit applies the route's limits to r. It answers the request itself and
+// returns false when the request must not reach the upstream.
+func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+	var body *routes.Body
+	if rt.r.ReadsBody {
+		body = readKeyBody(r)
+	}
+	n := len(rt.r.Limits)
+	reqs := make([]ratelimit.Request, n)
+	ds := make([]ratelimit.Decision, n)
+	var kb [128]byte
+	for i, l := range rt.r.Limits {
+		k := l.Key.Append(kb[:0], r, ex.client, body)
+		reqs[i] = ratelimit.Request{Policy: l.Policy, Key: string(k)}
+	}
+	if s.keys {
+		ex.keys = make([]string, n)
+		for i := range reqs {
+			ex.keys[i] = reqs[i].Key
+		}
+	}
+	now := time.Now()
+	if err := s.store.Decide(r.Context(), now, reqs, ds); err != nil {
+		g.log.Error("deciding rate limits", "route", rt.r.Name, "request_id", ex.id, "err", err)
+		problem.Error(w, http.StatusServiceUnavailable, "rate limit store unavailable")
+		return false
+	}
+	// The rejecting limit is the one that lifts last, so Retry-After is
+	// never earlier than any rejecting limit's t.
+	reject := -1
+	for i := range ds {
+		if !ds[i].Allowed && !reqs[i].Policy.Shadow && (reject < 0 || ds[i].RetryAfter > ds[reject].RetryAfter) {
+			reject = i
+		}
+	}
+	rt.setLimitHeaders(w.Header(), ds)
+	if reject >= 0 {
+		rt.metrics.Decision(reject, metrics.Rejected)
+		g.tooMany(w, rt, reqs[reject].Policy, ds[reject], ex)
+		return false
+	}
+	for i := range ds {
+		switch {
+		case !ds[i].Allowed:
+			rt.metrics.Decision(i, metrics.ShadowRejected)
+		case ds[i].Delay > 0:
+			rt.metrics.Decision(i, metrics.Queued)
+		default:
+			rt.metrics.Decision(i, metrics.Allowed)
+		}
+	}
+	if rt.leaky >= 0 && ds[rt.leaky].Delay > 0 {
+		return g.wait(s, rt, w, r, reqs[rt.leaky], ds[rt.leaky], ex)
+	}
+	return true
+}
+
+// tooMany answers 429 for the limit p that rejected the request.
+func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, p *ratelimit.Policy, d ratelimit.Decision, ex *exchange) {
+	ex.rejectedBy = p.Name
+	retry := max(seconds(d.RetryAfter), 1)
+	h := w.Header()
+	v := []string{strconv.FormatInt(retry, 10)}
+	h[hRetryAfter] = v
+	h[hXRateLimitRetry] = v
+	problem.Write(w, problem.Details{
+		Status:     http.StatusTooManyRequests,
+		Detail:     fmt.Sprintf("rate limit %s of route %s exceeded: %d requests per %s; retry in %d s", p.Name, rt.r.Name, p.Limit, p.Window, retry),
+		Policy:     p.Name,
+		RetryAfter: retry,
+	})
+}
+
+// wait holds an admitted request in its leaky-bucket queue until it may
+// leave. It returns false when the request ends there: its client went
+// away (nothing is written), or the gateway is shutting down (503).
+func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Request, req ratelimit.Request, d ratelimit.Decision, ex *exchange) bool {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	// When shutdown begins, a request that cannot leave before the
+	// deadline is answered at once; the others keep their place but are cut
+	// off at the deadline.
+	stop := context.AfterFunc(g.drainCtx, func() {
+		deadline := time.Unix(0, g.deadline.Load())
+		if d.Departure.After(deadline) {
+			cancel(errShuttingDown)
+			return
+		}
+		t := time.AfterFunc(time.Until(deadline), func() { cancel(errShuttingDown) })
+		context.AfterFunc(ctx, func() { t.Stop() })
+	})
+	defer stop()
+	rt.queue.Enter()
+	start := time.Now()
+	err := s.store.Wait(ctx, req, d)
+	ex.waited = time.Since(start)
+	rt.queue.Leave(ex.waited)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(context.Cause(ctx), errShuttingDown):
+		w.Header()[hRetryAfter] = []string{"1"}
+		problem.Error(w, http.StatusServiceUnavailable, "sluice is shutting down; the request left the queue before reaching the upstream")
+		return false
+	case r.Context().Err() != nil:
+		ex.clientGone = true
+		return false
+	default:
+		g.log.Error("waiting in queue", "route", rt.r.Name, "request_id", ex.id, "err", err)
+		problem.Error(w, http.StatusServiceUnavailable, "rate limit store unavailable")
+		return false
+	}
+}
+
+// readKeyBody reads up to maxKeyBody bytes of r's body for json: key
+// sources and puts back a body that yields the same bytes to the upstream.
+func readKeyBody(r *http.Request) *routes.Body {
+	if r.Body == nil || r.Body == http.NoBody {
+		return routes.NewBody(nil)
+	}
+	if r.ContentLength > maxKeyBody {
+		return routes.NewBody(nil)
+	}
+	orig := r.Body
+	buf, err := io.ReadAll(io.LimitReader(orig, maxKeyBody+1))
+	if len(buf) > maxKeyBody || err != nil {
+		r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), orig), orig: orig}
+		return routes.NewBody(nil)
+	}
+	r.Body = &replayBody{Reader: bytes.NewReader(buf), orig: orig}
+	return routes.NewBody(buf)
+}
+
+// replayBody serves bytes already read, then the rest of the original body.
+type replayBody struct {
+	io.Reader
+	orig io.ReadCloser
+}
+
+func (b *replayBody) Close() error { return b.orig.Close() }
+
+// finish records the request in metrics and the access log.
+func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request, ex *exchange, start time.Time) {
+	status := rec.status
+	if ex.clientGone && !rec.wrote {
+		status = 499 // as nginx logs it: the client closed the connection first
+	} else if status == 0 {
+		status = http.StatusOK
+	}
+	dur := time.Since(start)
+	name := ""
+	if rt != nil {
+		name = rt.r.Name
+		rt.metrics.Request(status, dur)
+	} else if s != nil {
+		s.unmatched.Request(status, dur)
+	}
+	if s == nil || !s.access {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", ex.id),
+		slog.String("route", name),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
+		slog.String("client_ip", ex.client.String()),
+	}
+	if ex.upstream != "" {
+		attrs = append(attrs, slog.String("upstream", ex.upstream))
+	}
+	if ex.rejectedBy != "" {
+		attrs = append(attrs, slog.String("rejected_by", ex.rejectedBy))
+	}
+	if ex.waited > 0 {
+		attrs = append(attrs, slog.Float64("queue_wait_ms", float64(ex.waited.Microseconds())/1000))
+	}
+	if ex.upstreamErr != nil {
+		attrs = append(attrs, slog.String("upstream_error", ex.upstreamErr.Error()))
+	}
+	if ex.keys != nil {
+		attrs = append(attrs, slog.Any("keys", ex.keys))
+	}
+	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+}
+
+// recorder remembers the status written through it. It passes flushes and
+// hijacks through (Unwrap), so streaming and WebSocket upgrades work.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if !w.wrote {
+		if code >= 200 || code == http.StatusSwitchingProtocols {
+			w.status, w.wrote = code, true
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.status, w.wrote = http.StatusOK, true
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush lets ReverseProxy stream through the recorder.
+func (w *recorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Hijack hands WebSocket upgrades the raw connection.
+func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.status == 0 {
+		w.status, w.wrote = http.StatusSwitchingProtocols, true
+	}
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}

@@ -1,0 +1,130 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// NewTransport returns the one Transport every route shares: a keep-alive
+// pool sized for a gateway's fan-in, bounded dial and handshake times, and
+// no response-header timeout of its own (routes set theirs per request).
+func NewTransport() *http.Transport {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 nil, // a gateway talks to its upstreams directly
+		DialContext:           dialer.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          2048,
+		MaxIdleConnsPerHost:   512,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: 1 * time.Second,
+		WriteBufferSize:       32 << 10,
+		ReadBufferSize:        32 << 10,
+	}
+}
+
+// errUpstreamTimeout is the cause of a request whose upstream sent no
+// response headers within the route's timeout.
+var errUpstreamTimeout = errors.New("upstream response timeout")
+
+// upstreams sends a route's requests to its targets. It picks targets round
+// robin, moves to the next target when a connection is refused (for
+// idempotent requests, whose replay is harmless), and bounds the wait for
+// response headers by the route's timeout without ever cutting a response
+// that has started.
+type upstreams struct {
+	base    http.RoundTripper
+	targets []*url.URL
+	timeout time.Duration
+	next    atomic.Uint64
+}
+
+// pick returns the target for a new request.
+func (u *upstreams) pick() *url.URL {
+	if len(u.targets) == 1 {
+		return u.targets[0]
+	}
+	return u.targets[(u.next.Add(1)-1)%uint64(len(u.targets))]
+}
+
+func (u *upstreams) indexOf(host string) int {
+	for i, t := range u.targets {
+		if t.Host == host {
+			return i
+		}
+	}
+	return 0
+}
+
+// RoundTrip implements http.RoundTripper.
+func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
+	first := u.indexOf(req.URL.Host)
+	for attempt := 0; ; attempt++ {
+		resp, err := u.roundTrip(req)
+		if err == nil || attempt+1 >= len(u.targets) || !isRefused(err) || !replayable(req) {
+			return resp, err
+		}
+		next := u.targets[(first+attempt+1)%len(u.targets)]
+		req = req.Clone(req.Context())
+		req.URL.Scheme, req.URL.Host = next.Scheme, next.Host
+		if ex := exchangeOf(req.Context()); ex != nil {
+			ex.upstream = next.Host
+		}
+	}
+}
+
+func (u *upstreams) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithCancelCause(req.Context())
+	timer := time.AfterFunc(u.timeout, func() { cancel(errUpstreamTimeout) })
+	resp, err := u.base.RoundTrip(req.WithContext(ctx))
+	if !timer.Stop() && err != nil && context.Cause(ctx) == errUpstreamTimeout {
+		cancel(nil)
+		return nil, errUpstreamTimeout
+	}
+	if err != nil {
+		cancel(nil)
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The upgraded connection lives as long as the request; its body
+		// must stay the transport's own read-writer.
+		return resp, nil
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelOnClose releases the request's context once the body is done.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelCauseFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel(nil)
+	return err
+}
+
+func isRefused(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// replayable reports whether req may be sent again to another target: an
+// idempotent method with no body, or one the transport can rewind.
+func replayable(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	default:
+		return false
+	}
+	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+}
