@@ -22,6 +22,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -172,8 +173,12 @@ func (m *Manager) prepareACME(a ACME, defaultName bool) error {
 		errs = append(errs, errors.New("configuring acme: no domains"))
 	}
 	for _, d := range a.Domains {
-		if d == "" {
+		switch {
+		case d == "":
 			errs = append(errs, errors.New("configuring acme: empty domain"))
+		case strings.Contains(d, "*"):
+			// Wildcards need dns-01, which needs a DNS provider's API.
+			errs = append(errs, fmt.Errorf("configuring acme: wildcard domain %q needs the dns-01 challenge, which is not supported; use a static certificate", d))
 		}
 	}
 	httpOn, alpnOn := len(a.Challenges) == 0, len(a.Challenges) == 0

@@ -254,6 +254,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"every broken pair reported", Config{Certificates: []Pair{{missing, good.KeyFile}, good, {good.CertFile, missing}}},
 			[]string{"loading certificate " + missing, "loading key " + missing}},
 		{"acme without domains", Config{ACME: &ACME{}}, []string{"configuring acme: no domains"}},
+		{"acme wildcard domain", Config{ACME: &ACME{Domains: []string{"*.a.test"}}}, []string{`wildcard domain "*.a.test" needs the dns-01 challenge`}},
 		{"acme unknown challenge", Config{ACME: &ACME{Domains: []string{"a.test"}, Challenges: []string{"dns-01"}}}, []string{`unknown challenge "dns-01"`}},
 		{"acme plain http ca", Config{ACME: &ACME{Domains: []string{"a.test"}, CA: "http://ca.test/dir"}}, []string{"want an https:// directory URL"}},
 		{"acme missing ca root", Config{ACME: &ACME{Domains: []string{"a.test"}, CARoot: missing}}, []string{"loading acme ca root " + missing}},
@@ -353,5 +354,40 @@ func TestGetCertificateNothingToServe(t *testing.T) {
 	serveTLS(t, ln, m, okHandler)
 	if _, err := handshake(ln.Addr().String(), &tls.Config{ServerName: "a.example.test", InsecureSkipVerify: true}); err == nil {
 		t.Errorf("handshake before any certificate: got nil error, want a failure")
+	}
+}
+
+func TestNextProtos(t *testing.T) {
+	t.Parallel()
+	pair := writePair(t, t.TempDir(), "a.example.test")
+	acme := func(challenges ...string) *ACME {
+		return &ACME{Domains: []string{"a.example.test"}, CA: "https://127.0.0.1:1/dir", Storage: t.TempDir(), Challenges: challenges}
+	}
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"static", Config{Certificates: []Pair{pair}}, "h2,http/1.1"},
+		{"acme default challenges", Config{ACME: acme()}, "h2,http/1.1,acme-tls/1"},
+		{"acme tls-alpn-01", Config{ACME: acme(ChallengeTLSALPN01)}, "h2,http/1.1,acme-tls/1"},
+		{"acme http-01 only", Config{ACME: acme(ChallengeHTTP01)}, "h2,http/1.1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := New(tc.cfg, nil)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer m.Stop()
+			inner, err := m.TLSConfig().GetConfigForClient(&tls.ClientHelloInfo{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(inner.NextProtos, ","); got != tc.want {
+				t.Errorf("NextProtos: got %s, want %s", got, tc.want)
+			}
+		})
 	}
 }
