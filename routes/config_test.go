@@ -73,6 +73,14 @@ testdata/bad_negative_limit.yaml:6:12: policies.per-ip.burst: must be >= 0`},
 	{"bad_on_error.yaml", `testdata/bad_on_error.yaml:4:15: store.redis.on_error: unknown on_error "ignore" (want local, allow or deny)
 testdata/bad_on_error.yaml:5:14: store.redis.timeout: must be > 0`},
 	{"bad_sentinel.yaml", `testdata/bad_sentinel.yaml:4:11: store.redis.master_name: required in sentinel mode`},
+	{"bad_sections.yaml", `testdata/bad_sections.yaml:1:6: tls: must be a mapping, not a scalar
+testdata/bad_sections.yaml:2:8: store: must be a mapping, not a scalar
+testdata/bad_sections.yaml:3:6: log: must be a mapping, not a list
+testdata/bad_sections.yaml:5:3: policies: must be a mapping, not a list
+testdata/bad_sections.yaml:9:12: routes[0].match: must be a mapping, not a scalar
+testdata/bad_sections.yaml:11:8: routes[0].limits[0]: must be a policy name or a policy mapping
+testdata/bad_sections.yaml:12:9: routes[0].limits[1]: must be a mapping, not a list
+testdata/bad_sections.yaml:13:5: routes[1]: must be a mapping, not a scalar`},
 	{"bad_store.yaml", `testdata/bad_store.yaml:2:9: store.type: unknown store type "etcd" (want memory or redis)
 testdata/bad_store.yaml:3:22: store.memory.max_keys: must be > 0
 testdata/bad_store.yaml:4:17: store.redis.mode: unknown mode "ring" (want standalone, cluster or sentinel)

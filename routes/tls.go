@@ -20,6 +20,9 @@ var tlsVersions = map[string]uint16{
 
 func (d *decoder) tls(n *yaml.Node, path, dir string) *TLS {
 	m := d.fields(n, path, "listen", "redirect_http", "min_version", "certificates", "acme")
+	if deref(n).Kind != yaml.MappingNode {
+		return &TLS{}
+	}
 	t := &TLS{
 		Listen:       d.address(d.str(m, "listen", path), field(path, "listen")).or(":8443"),
 		RedirectHTTP: d.boolean(m, "redirect_http", path).or(false),
@@ -88,6 +91,9 @@ func (d *decoder) certPair(n *yaml.Node, path, dir string) (CertPair, bool) {
 
 func (d *decoder) acme(n *yaml.Node, path, dir string) *ACME {
 	m := d.fields(n, path, "domains", "email", "ca", "ca_root", "storage", "challenges")
+	if deref(n).Kind != yaml.MappingNode {
+		return &ACME{}
+	}
 	email := d.str(m, "email", path)
 	a := &ACME{
 		Email:      email.v,
