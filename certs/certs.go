@@ -336,7 +336,7 @@ func (m *Manager) HTTPChallenge(next http.Handler) http.Handler {
 // Start begins obtaining and renewing the ACME certificates in the
 // background and returns at once; certificates already in Storage are
 // loaded and served without a new order. A CA that cannot be reached is
-// logged and retried with backoff (for up to 30 days, at most a day
+// logged and retried with backoff (for up to 30 days, at most 6 hours
 // apart) while the listeners keep serving. Call Start after the listeners
 // are bound, so that the challenges reach them. Start does nothing
 // without ACME; ctx ending stops the background work, as Stop does.
