@@ -15,7 +15,7 @@ func (d *decoder) store(n *yaml.Node, path string) Store {
 	mp := field(path, "memory")
 	mm := d.fields(m["memory"].val, mp, "max_keys")
 	maxKeys := d.integer(mm, "max_keys", mp)
-	if maxKeys.set && (maxKeys.v <= 0 || maxKeys.v > 1<<40) {
+	if maxKeys.set && maxKeys.v <= 0 {
 		d.errorf(maxKeys.n, field(mp, "max_keys"), "must be > 0")
 	}
 	s.Memory.MaxKeys = int(maxKeys.or(1_000_000))
@@ -62,7 +62,7 @@ func (d *decoder) redis(n *yaml.Node, path string) Redis {
 	}
 	db := d.integer(m, "db", path)
 	switch {
-	case db.v < 0 || db.v > 1<<20:
+	case db.v < 0:
 		d.errorf(db.n, field(path, "db"), "must be >= 0")
 	case db.v != 0 && r.Mode == "cluster":
 		d.errorf(db.n, field(path, "db"), "must be 0 in cluster mode")
