@@ -359,3 +359,16 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// FreePort returns a loopback port that was free a moment ago, for a
+// process started later (such as the gateway binary) to listen on and give
+// to Options. Another process may take it first, so prefer binding a
+// listener and passing its port when the listener lives in the test.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ports[0]
+}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,4 +129,14 @@ func TestStartRejectsWrongAnswer(t *testing.T) {
 	if got := srv.Issued(); got != 0 {
 		t.Errorf("Issued: got %d, want 0", got)
 	}
+}
+
+func TestFreePort(t *testing.T) {
+	t.Parallel()
+	p := FreePort(t)
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+	if err != nil {
+		t.Fatalf("listening on FreePort's %d: got %v, want nil", p, err)
+	}
+	ln.Close()
 }
