@@ -43,6 +43,14 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if e != nil {
 		e.enqueueLocked(w)
 	}
+	if err := ctx.Err(); err != nil {
+		// Gone before waiting at all: no timer, the place goes back.
+		if e != nil {
+			m.giveUpLocked(e, w, r.Policy)
+		}
+		s.mu.Unlock()
+		return err
+	}
 	w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
 	s.mu.Unlock()
 	defer w.timer.Stop()
@@ -80,7 +88,9 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 	now := m.clock().UnixNano()
 	for o := w.next; o != nil; o = o.next {
 		o.dep -= t
-		o.timer.Reset(time.Duration(o.dep - now))
+		if o.timer != nil {
+			o.timer.Reset(time.Duration(o.dep - now))
+		}
 	}
 	e.dequeueLocked(w)
 	e.s[0] -= t
