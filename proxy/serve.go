@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/metrics"
@@ -77,6 +80,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ex.id = newRequestID()
 	}
 	rec.Header().Set(hRequestID, ex.id)
+	if hasDotSegment(r.URL.Path) {
+		// Matching sees the path as sent; an upstream that resolves dot
+		// segments could serve another route's endpoint past this
+		// route's limits. Clients have no business sending them.
+		problem.Error(rec, http.StatusBadRequest, "path has . or .. segments")
+		return
+	}
 	match := s.cfg.Table.Match(r)
 	if match == nil {
 		problem.Error(rec, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)
@@ -103,7 +113,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 	var kb [128]byte
 	for i, l := range rt.r.Limits {
 		k := l.Key.Append(kb[:0], r, ex.client, body)
-		reqs[i] = ratelimit.Request{Policy: l.Policy, Key: string(k)}
+		reqs[i] = ratelimit.Request{Policy: l.Policy, Key: bucketKey(k)}
 	}
 	if s.keys {
 		ex.keys = make([]string, n)
@@ -135,13 +145,14 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 		switch {
 		case !ds[i].Allowed:
 			rt.metrics.Decision(i, metrics.ShadowRejected)
-		case ds[i].Delay > 0:
+		case ds[i].Delay > 0 && !reqs[i].Policy.Shadow:
 			rt.metrics.Decision(i, metrics.Queued)
 		default:
 			rt.metrics.Decision(i, metrics.Allowed)
 		}
 	}
-	if rt.leaky >= 0 && ds[rt.leaky].Delay > 0 {
+	// A shadow leaky_bucket keeps its schedule but never holds anyone.
+	if rt.leaky >= 0 && ds[rt.leaky].Delay > 0 && !reqs[rt.leaky].Policy.Shadow {
 		return g.wait(s, rt, w, r, reqs[rt.leaky], ds[rt.leaky], ex)
 	}
 	return true
@@ -202,6 +213,31 @@ func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Re
 		problem.Error(w, http.StatusServiceUnavailable, "rate limit store unavailable")
 		return false
 	}
+}
+
+// maxKeyLen bounds the bucket key kept per consumer. Longer key values
+// (a huge header, say) are replaced by their digest, so a client cannot make
+// each tracked bucket cost kilobytes.
+const maxKeyLen = 256
+
+func bucketKey(k []byte) string {
+	if len(k) <= maxKeyLen {
+		return string(k)
+	}
+	sum := sha256.Sum256(k)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// hasDotSegment reports whether path has a "." or ".." segment.
+func hasDotSegment(path string) bool {
+	for path != "" {
+		var seg string
+		seg, path, _ = strings.Cut(path, "/")
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // readKeyBody reads up to maxKeyBody bytes of r's body for json: key
