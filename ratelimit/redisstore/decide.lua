@@ -15,7 +15,8 @@
 -- ARGV[4]   tail token of a leaky_bucket request: the caller's time in ns
 -- ARGV[5]   mode: '1' decide (take one), '0' look (take none), 'u' undo
 -- ARGV[6]   undo: the time in us of the decision being undone
--- ARGV[6+8*(i-1)+1..8] per limit: algorithm, limit, window us, interval us,
+-- ARGV[6+8*(i-1)+1..8] per limit: algorithm (ratelimit.Algorithm: 1 token,
+--           2 leaky, 3 fixed, 4 sliding log, 5 sliding counter), limit, window us, interval us,
 --           burst, tolerance us, shadow (1/0), undo flag (1: give back)
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
@@ -197,11 +198,6 @@ local function swl_step(p, k, now, n, ro, member, slack)
   local w = p.w
   local sk = k .. ':s'
   local newest = znewest(k)
-  if newest and now >= newest + w then
-    -- The whole log has aged out: the bucket is idle, as a fresh one.
-    if not ro then redis.call('DEL', k, sk) end
-    newest = nil
-  end
   local pushed = false
   if newest and now < newest then
     -- stepLate: a request that arrives before the newest entry.
@@ -283,99 +279,86 @@ local function param(i)
 end
 
 -- scalar state: token_bucket 'tat', leaky_bucket 'next tail',
--- fixed_window 'start count', sliding_window_counter 'start cur prev'.
--- A bucket that has gone idle (now at or past the time its state equals a
--- fresh one) reads as fresh, as in the memory store.
-local function load(p, k)
+-- fixed_window 'start count', sliding_window_counter 'start cur prev'. A
+-- missing key is the zero state. Keys expire once their state equals a
+-- fresh one, as the memory store sweeps idle buckets.
+local function load(k)
   local v = nums(redis.call('GET', k))
-  local a, b, c = tonumber(v[1] or '0'), v[2], v[3]
-  local idle
-  if p.alg == 1 or p.alg == 2 then
-    idle = a
-  elseif p.alg == 3 then
-    idle = a + p.w
-  else
-    idle = a + 2 * p.w
-  end
-  if v[1] == nil or now >= idle then return 0, nil, nil end
-  return a, b, c
+  return tonumber(v[1] or '0'), v[2], v[3]
 end
 
--- step applies n requests to limit i; when it takes any it writes the new
--- state and returns an undo function that gives the request back.
-local function step(i, n)
+-- takeback gives back one request that limit i took at time at (us): the
+-- inverse of the step's write, applied to the state as it now stands, so
+-- that several give-backs on one bucket compose. oldtail, for a
+-- leaky_bucket limit, is the tail token to restore when this request is
+-- still the tail. Counters are given back only while their window is the
+-- one of at, unless inscript: then the step's write is known to be the
+-- latest.
+local function takeback(i, at, oldtail, inscript)
   local p, k = param(i), KEYS[i]
-  if p.alg == 5 then
-    local member = token .. ':' .. i
-    local d, pushed = swl_step(p, k, now, n, ro, member, slack)
-    if pushed then
-      return d, function() redis.call('ZREM', k, member) end
-    end
-    return d, nil
-  end
-  local a, b, c = load(p, k)
-  local d
-  if p.alg == 1 then
-    local nt
-    nt, d = tb_step(p, a, now, n)
-    if d[1] == 1 and n > 0 then
-      redis.call('SET', k, fmt(nt), 'PX', ttl(nt - now, slack))
-      return d, function() redis.call('SET', k, fmt(nt - p.t), 'KEEPTTL') end
-    end
-  elseif p.alg == 2 then
-    local nx
-    nx, d = lb_step(p, a, now, n)
-    if d[1] == 1 and n > 0 then
-      local mine = tail .. ':' .. fmt(d[5] / 1000)
-      redis.call('SET', k, fmt(nx) .. ' ' .. mine, 'PX', ttl(nx - now, slack))
-      local old = b
-      return d, function()
-        local v = fmt(nx - p.t)
-        if old then v = v .. ' ' .. old end
-        redis.call('SET', k, v, 'KEEPTTL')
-      end
-    end
-  elseif p.alg == 3 then
-    local st, cnt
-    st, cnt, d = fw_step(p, a, tonumber(b or '0'), now, n)
-    if d[1] == 1 and n > 0 then
-      redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt), 'PX', ttl(st + p.w - now, slack))
-      return d, function() redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt - 1), 'KEEPTTL') end
-    end
-  else
-    local st, cur, prev
-    st, cur, prev, d = swc_step(p, a, tonumber(b or '0'), tonumber(c or '0'), now, n)
-    if d[1] == 1 and n > 0 then
-      redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * p.w - now, slack))
-      return d, function()
-        redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur - 1) .. ' ' .. fmt(prev), 'KEEPTTL')
-      end
-    end
-  end
-  return d, nil
-end
-
--- undo gives back, for the limits flagged, a request decided at ARGV[6] by
--- an earlier call (cluster mode, where one request's limits span slots).
-local function undo(i)
-  local p, k = param(i), KEYS[i]
-  if not p.flag then return end
-  local at = tonumber(ARGV[6])
-  if p.alg == 5 then
+  if p.alg == 4 then
     redis.call('ZREM', k, token .. ':' .. i)
     return
   end
   local v = nums(redis.call('GET', k))
   if v[1] == nil then return end
   local a = tonumber(v[1])
-  if p.alg == 1 or p.alg == 2 then
+  if p.alg == 1 then
     v[1] = fmt(a - p.t)
-  elseif a == wstart(at, p.w) then
+  elseif p.alg == 2 then
+    v[1] = fmt(a - p.t)
+    if v[2] and v[2] == tail .. ':' .. fmt(a - p.t - at) then
+      v[2] = oldtail
+    end
+  elseif inscript or a == wstart(at, p.w) then
     v[2] = fmt(tonumber(v[2]) - 1)
   else
     return
   end
   redis.call('SET', k, table.concat(v, ' '), 'KEEPTTL')
+end
+
+-- step applies n requests to limit i and writes the new state. It returns
+-- the decision and whether it took anything, with the leaky_bucket tail
+-- token it replaced.
+local function step(i, n)
+  local p, k = param(i), KEYS[i]
+  if p.alg == 4 then
+    return swl_step(p, k, now, n, ro, token .. ':' .. i, slack)
+  end
+  local a, b, c = load(k)
+  local d
+  local took = false
+  if p.alg == 1 then
+    local nt
+    nt, d = tb_step(p, a, now, n)
+    if d[1] == 1 and n > 0 then
+      redis.call('SET', k, fmt(nt), 'PX', ttl(nt - now, slack))
+      took = true
+    end
+  elseif p.alg == 2 then
+    local nx
+    nx, d = lb_step(p, a, now, n)
+    if d[1] == 1 and n > 0 then
+      redis.call('SET', k, fmt(nx) .. ' ' .. tail .. ':' .. fmt(d[5] / 1000), 'PX', ttl(nx - now, slack))
+      took = true
+    end
+  elseif p.alg == 3 then
+    local st, cnt
+    st, cnt, d = fw_step(p, a, tonumber(b or '0'), now, n)
+    if d[1] == 1 and n > 0 then
+      redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt), 'PX', ttl(st + p.w - now, slack))
+      took = true
+    end
+  else
+    local st, cur, prev
+    st, cur, prev, d = swc_step(p, a, tonumber(b or '0'), tonumber(c or '0'), now, n)
+    if d[1] == 1 and n > 0 then
+      redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * p.w - now, slack))
+      took = true
+    end
+  end
+  return d, took, b
 end
 
 local n = #KEYS
@@ -386,28 +369,36 @@ local function put(i, d)
 end
 
 if mode == 'u' then
-  for i = n, 1, -1 do undo(i) end
-  for i = 1, n do put(i, (step(i, 0))) end
+  -- Give back, for the limits flagged, a request decided at ARGV[6] by an
+  -- earlier call (cluster mode, where one request's limits span slots).
+  local at = tonumber(ARGV[6])
+  for i = 1, n do
+    if param(i).flag then
+      takeback(i, at, nil, false)
+      put(i, (step(i, 0)))
+    end
+  end
   return out
 end
 
 local cost = tonumber(mode)
-local undos = {}
+local took, tails = {}, {}
 local admitted = true
 for i = 1, n do
-  local d, u = step(i, cost)
+  local d, t, old = step(i, cost)
   put(i, d)
-  undos[i] = u
+  took[i], tails[i] = t, old
   if d[1] == 0 and ARGV[6 + (i - 1) * 8 + 7] ~= '1' then admitted = false end
 end
 if not admitted then
-  -- Nothing is consumed: give back what the admitting limits took, newest
-  -- first, and report each as it stands without this request.
+  -- Nothing is consumed: give back what the admitting limits took and
+  -- report each as it stands without this request, as the memory store
+  -- does: the last taken first.
   for i = n, 1, -1 do
-    if undos[i] then
-      undos[i]()
-      put(i, (step(i, 0)))
-    end
+    if took[i] then takeback(i, now, tails[i], true) end
+  end
+  for i = 1, n do
+    if took[i] then put(i, (step(i, 0))) end
   end
 end
 return out

@@ -1,0 +1,162 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// slotGroup is the limits of one request whose keys share a cluster slot.
+type slotGroup struct {
+	idx      []int // indexes into the request's limits
+	reqs     []ratelimit.Request
+	out      []ratelimit.Decision
+	leaky    bool
+	token    string
+	at       int64 // the script's decision time, us
+	ran      bool
+	consumed bool // the group admitted the request and took its budget
+	err      error
+}
+
+// decideCluster decides a request whose limits may live in different
+// slots. Limits that share a slot are decided by one script, exactly as in
+// standalone mode. Across slots it runs the groups without a leaky_bucket
+// limit first, in parallel; only if they all admit does it run the group
+// that queues; and when any group rejects it gives back what the others
+// took with a compensating script. Each limit stays exact on its own; that
+// a rejected request consumes nothing elsewhere holds once the
+// compensation has run (see docs/redis.md).
+func (s *Store) decideCluster(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	groups := groupBySlot(s.prefix, reqs)
+	if len(groups) == 1 {
+		_, err := s.decideOnce(ctx, c, now, reqs, out, modeTake)
+		return err
+	}
+	base := s.token()
+	var first, last []*slotGroup
+	for i, g := range groups {
+		g.token = base + "/" + string(rune('a'+i%26))
+		if g.leaky {
+			last = append(last, g)
+		} else {
+			first = append(first, g)
+		}
+	}
+	admitted := s.runGroups(ctx, c, now, first, modeTake)
+	if err := groupErr(first); err != nil {
+		s.compensate(ctx, c, now, first)
+		return err
+	}
+	mode := modeLook
+	if admitted {
+		mode = modeTake
+	}
+	if !s.runGroups(ctx, c, now, last, mode) {
+		admitted = false
+	}
+	if err := groupErr(last); err != nil {
+		s.compensate(ctx, c, now, groups)
+		return err
+	}
+	if !admitted {
+		s.compensate(ctx, c, now, groups)
+	}
+	for _, g := range groups {
+		for j, i := range g.idx {
+			out[i] = g.out[j]
+		}
+	}
+	return nil
+}
+
+// runGroups runs the groups' scripts in parallel and reports whether all
+// admitted the request.
+func (s *Store) runGroups(ctx context.Context, c rueidis.Client, now time.Time, gs []*slotGroup, mode string) bool {
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		wg.Go(func() {
+			keys, args := s.call(now, g.reqs, mode, g.token, "", nil)
+			g.at, g.err = s.run(ctx, c, decideScript, keys, args, now, g.reqs, g.out)
+			g.ran = g.err == nil
+			g.consumed = g.ran && mode == modeTake && ratelimit.Admitted(g.reqs, g.out)
+		})
+	}
+	wg.Wait()
+	all := true
+	for _, g := range gs {
+		if !g.ran || !ratelimit.Admitted(g.reqs, g.out) {
+			all = false
+		}
+	}
+	return all
+}
+
+// compensate gives back what the groups that admitted took, and replaces
+// their decisions with the buckets as they stand without the request.
+func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time, gs []*slotGroup) {
+	var wg sync.WaitGroup
+	for _, g := range gs {
+		if !g.consumed {
+			continue
+		}
+		wg.Go(func() {
+			undo := make([]bool, len(g.reqs))
+			for j := range g.reqs {
+				undo[j] = g.out[j].Allowed
+			}
+			keys, args := s.call(now, g.reqs, modeUndo, g.token, formatInt(g.at), undo)
+			got := make([]ratelimit.Decision, len(g.reqs))
+			if _, err := s.run(ctx, c, decideScript, keys, args, now, g.reqs, got); err != nil {
+				// The budget stays taken until the keys expire; the
+				// decisions still report the rejection correctly.
+				return
+			}
+			g.consumed = false
+			for j := range g.reqs {
+				if undo[j] {
+					g.out[j] = got[j]
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func groupErr(gs []*slotGroup) error {
+	for _, g := range gs {
+		if g.err != nil {
+			return g.err
+		}
+	}
+	return nil
+}
+
+// groupBySlot splits reqs by the cluster slot of their keys, in order of
+// first appearance.
+func groupBySlot(prefix string, reqs []ratelimit.Request) []*slotGroup {
+	var groups []*slotGroup
+	bySlot := make(map[uint16]*slotGroup, len(reqs))
+	for i, r := range reqs {
+		slot := Slot(Key(prefix, r))
+		g := bySlot[slot]
+		if g == nil {
+			g = &slotGroup{}
+			bySlot[slot] = g
+			groups = append(groups, g)
+		}
+		g.idx = append(g.idx, i)
+		g.reqs = append(g.reqs, r)
+		if r.Policy.Algorithm == ratelimit.LeakyBucket {
+			g.leaky = true
+		}
+	}
+	for _, g := range groups {
+		g.out = make([]ratelimit.Decision, len(g.reqs))
+	}
+	return groups
+}

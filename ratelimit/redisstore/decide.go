@@ -1,0 +1,199 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+//go:embed decide.lua
+var decideSource string
+
+// decideScript takes budget; peekScript runs the same source read-only
+// (EVALSHA_RO) in look mode.
+var (
+	decideScript = rueidis.NewLuaScript(decideSource)
+	peekScript   = rueidis.NewLuaScriptReadOnly(decideSource)
+)
+
+// Script modes, ARGV[5] of decide.lua.
+const (
+	modeTake = "1"
+	modeLook = "0"
+	modePeek = "0r"
+	modeUndo = "u"
+)
+
+// fieldsPerLimit is the number of reply integers per limit.
+const fieldsPerLimit = 5
+
+// ErrUnavailable is wrapped by the errors of calls that cannot follow
+// OnError (Peek with "allow" or "deny") while Redis is unreachable.
+var ErrUnavailable = errors.New("redis unavailable")
+
+// Decide implements ratelimit.Store. It returns an error only when a
+// Fallback store does: when Redis fails, times out or the breaker is open,
+// it decides as OnError says.
+func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	if len(reqs) == 0 {
+		return nil
+	}
+	c := s.client.Load()
+	if c == nil || s.br.open.Load() {
+		return s.degraded(ctx, now, reqs, out)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	var err error
+	if s.cluster && len(reqs) > 1 {
+		err = s.decideCluster(tctx, *c, now, reqs, out)
+	} else {
+		_, err = s.decideOnce(tctx, *c, now, reqs, out, modeTake)
+	}
+	cancel()
+	if err != nil {
+		// A caller that went away is not Redis failing.
+		if ctx.Err() == nil {
+			s.br.failed(err, false)
+		}
+		return s.degraded(ctx, now, reqs, out)
+	}
+	s.br.succeeded()
+	return nil
+}
+
+// Peek implements ratelimit.Store with a read-only script. While Redis is
+// unreachable it asks the Fallback (OnError "local") or fails with an
+// error wrapping ErrUnavailable.
+func (s *Store) Peek(ctx context.Context, now time.Time, r ratelimit.Request) (ratelimit.Decision, error) {
+	var out [1]ratelimit.Decision
+	c := s.client.Load()
+	if c == nil || s.br.open.Load() {
+		return s.peekDegraded(ctx, now, r, s.LastError())
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	_, err := s.decideOnce(tctx, *c, now, []ratelimit.Request{r}, out[:], modePeek)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.br.failed(err, false)
+		}
+		return s.peekDegraded(ctx, now, r, err)
+	}
+	s.br.succeeded()
+	return out[0], nil
+}
+
+// decideOnce runs decide.lua once over reqs, whose keys must share a slot
+// in cluster mode, and returns the server's decision time in us.
+func (s *Store) decideOnce(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, mode string) (int64, error) {
+	keys, args := s.call(now, reqs, mode, s.token(), "", nil)
+	script := decideScript
+	if mode == modePeek {
+		script = peekScript
+	}
+	return s.run(ctx, c, script, keys, args, now, reqs, out)
+}
+
+// token returns a string unique to one call of this store.
+func (s *Store) token() string {
+	return s.id + "." + strconv.FormatUint(s.seq.Add(1), 36)
+}
+
+// tailToken identifies a leaky_bucket request decided at now by this store;
+// Wait rebuilds it from the Decision.
+func (s *Store) tailToken(now time.Time) string {
+	return s.id + "." + strconv.FormatInt(now.UnixNano(), 36)
+}
+
+// call builds the keys and arguments of one decide.lua call. undo, when
+// not nil, flags the limits to give back (mode "u", at the decision time
+// undoAt in us).
+func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []bool) (keys, args []string) {
+	keys = make([]string, len(reqs))
+	args = make([]string, 6, 6+8*len(reqs))
+	if s.o.CallerTime {
+		args[0] = strconv.FormatInt(now.UnixMicro(), 10)
+	}
+	args[1] = s.slack
+	args[2] = token
+	args[3] = s.tailToken(now)
+	args[4] = mode
+	args[5] = undoAt
+	for i, r := range reqs {
+		keys[i] = Key(s.prefix, r)
+		args = appendParams(args, r, undo != nil && undo[i])
+	}
+	return keys, args
+}
+
+// run executes script and converts its reply into out.
+func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, keys, args []string, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) (int64, error) {
+	start := time.Now()
+	vals, err := script.Exec(ctx, c, keys, args).ToArray()
+	if err == nil && len(vals) != 1+fieldsPerLimit*len(keys) {
+		err = fmt.Errorf("decoding script reply: got %d values, want %d", len(vals), 1+fieldsPerLimit*len(keys))
+	}
+	s.observe(start, err)
+	if err != nil {
+		return 0, fmt.Errorf("running decision script: %w", err)
+	}
+	var at int64
+	if at, err = vals[0].AsInt64(); err != nil {
+		return 0, fmt.Errorf("decoding script reply: %w", err)
+	}
+	var f [fieldsPerLimit]int64
+	for i := range keys {
+		for j := range f {
+			if f[j], err = vals[1+i*fieldsPerLimit+j].AsInt64(); err != nil {
+				return 0, fmt.Errorf("decoding script reply: %w", err)
+			}
+		}
+		d := ratelimit.Decision{
+			Allowed:    f[0] == 1,
+			Limit:      reqs[i].Policy.Limit,
+			Remaining:  f[1],
+			RetryAfter: time.Duration(f[2]),
+			Reset:      time.Duration(f[3]),
+			Delay:      time.Duration(f[4]),
+		}
+		if d.Delay > 0 {
+			d.Departure = now.Add(d.Delay)
+		}
+		out[i] = d
+	}
+	return at, nil
+}
+
+// degraded decides without Redis, as OnError says.
+func (s *Store) degraded(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	switch s.o.OnError {
+	case OnErrorAllow:
+		for i, r := range reqs {
+			out[i] = ratelimit.Decision{Allowed: true, Limit: r.Policy.Limit, Remaining: max(r.Policy.Capacity()-1, 0)}
+		}
+		return nil
+	case OnErrorDeny:
+		for i, r := range reqs {
+			out[i] = ratelimit.Decision{Limit: r.Policy.Limit, RetryAfter: time.Second, Reset: time.Second}
+		}
+		return nil
+	}
+	return s.fallback.Decide(ctx, now, reqs, out)
+}
+
+func (s *Store) peekDegraded(ctx context.Context, now time.Time, r ratelimit.Request, cause error) (ratelimit.Decision, error) {
+	if s.o.OnError == OnErrorLocal {
+		return s.fallback.Peek(ctx, now, r)
+	}
+	if cause == nil {
+		return ratelimit.Decision{}, ErrUnavailable
+	}
+	return ratelimit.Decision{}, fmt.Errorf("peeking at %s: %w: %w", r.Policy.Name, ErrUnavailable, cause)
+}

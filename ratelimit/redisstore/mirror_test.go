@@ -1,0 +1,142 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// t0 is a window boundary for every window the tests use.
+var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+func newStore(t testing.TB, o Options) *Store {
+	t.Helper()
+	s, err := New(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if !s.Healthy() {
+		t.Fatalf("new store not healthy: %v", s.LastError())
+	}
+	return s
+}
+
+// mirrorPolicies returns policies of every algorithm whose windows and
+// intervals are whole microseconds, so the Redis scripts and the steps
+// compute the very same numbers.
+func mirrorPolicies(r *rand.Rand, n int) []*ratelimit.Policy {
+	var ps []*ratelimit.Policy
+	for i := range n {
+		alg := ratelimit.Algorithms[i%len(ratelimit.Algorithms)]
+		limit := int64(1 + r.IntN(8))
+		window := time.Duration(limit*int64(1+r.IntN(50))) * time.Millisecond
+		p := ratelimit.Policy{Name: fmt.Sprintf("p%d", i), Algorithm: alg, Limit: limit, Window: window}
+		switch alg {
+		case ratelimit.TokenBucket:
+			p.Burst = int64(r.IntN(10))
+		case ratelimit.LeakyBucket:
+			p.Queue = int64(r.IntN(6))
+			if r.IntN(2) == 0 {
+				p.MaxWait = time.Duration(r.IntN(int(p.Queue+1)*int(window/time.Millisecond)/int(limit)+1)) * time.Millisecond
+			}
+		}
+		ps = append(ps, ratelimit.MustPolicy(p))
+	}
+	return ps
+}
+
+func sameDecision(got, want ratelimit.Decision) bool {
+	return got.Allowed == want.Allowed && got.Limit == want.Limit && got.Remaining == want.Remaining &&
+		got.RetryAfter == want.RetryAfter && got.Reset == want.Reset && got.Delay == want.Delay &&
+		got.Departure.Equal(want.Departure)
+}
+
+// TestMirrorsMemoryStore replays random traffic, single limits and
+// combinations with shadows, through the Redis store and the memory store
+// (the steps themselves) and wants identical decisions.
+func TestMirrorsMemoryStore(t *testing.T) {
+	srv := redistest.Start(t)
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			t.Parallel()
+			r := rand.New(rand.NewPCG(seed, 99))
+			rs := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, KeyPrefix: fmt.Sprintf("mirror%d:", seed)})
+			ms := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
+			defer ms.Close()
+			ps := mirrorPolicies(r, 10)
+			ctx := context.Background()
+			now := t0
+			for step := range 1500 {
+				switch x := r.IntN(100); {
+				case x < 40:
+				case x < 80:
+					now = now.Add(time.Duration(r.IntN(20000)) * time.Microsecond)
+				case x < 90:
+					now = now.Add(time.Duration(r.IntN(400)) * time.Millisecond)
+				case x < 95:
+					now = now.Add(-time.Duration(r.IntN(3000)) * time.Microsecond)
+				default:
+					now = now.Add(time.Duration(r.IntN(5)) * time.Second)
+				}
+				n := 1 + r.IntN(3)
+				reqs := make([]ratelimit.Request, 0, n)
+				leaky := false
+				for range n {
+					p := ps[r.IntN(len(ps))]
+					if p.Algorithm == ratelimit.LeakyBucket {
+						if leaky {
+							continue
+						}
+						leaky = true
+					}
+					if r.IntN(5) == 0 {
+						q := *p
+						q.Shadow = true
+						p = &q
+					}
+					reqs = append(reqs, ratelimit.Request{Policy: p, Key: fmt.Sprint("k", r.IntN(2))})
+				}
+				if r.IntN(6) == 0 {
+					want, err := ms.Peek(ctx, now, reqs[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := rs.Peek(ctx, now, reqs[0])
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !sameDecision(got, want) {
+						t.Fatalf("step %d peek %s %v at +%v: got %+v, want %+v", step, reqs[0].Policy.Name, reqs[0].Policy.Algorithm, now.Sub(t0), got, want)
+					}
+					continue
+				}
+				want := make([]ratelimit.Decision, len(reqs))
+				got := make([]ratelimit.Decision, len(reqs))
+				if err := ms.Decide(ctx, now, reqs, want); err != nil {
+					t.Fatal(err)
+				}
+				if err := rs.Decide(ctx, now, reqs, got); err != nil {
+					t.Fatal(err)
+				}
+				if !rs.Healthy() {
+					t.Fatalf("step %d: store unhealthy: %v", step, rs.LastError())
+				}
+				for i := range reqs {
+					if !sameDecision(got[i], want[i]) {
+						for j, r := range reqs {
+							t.Logf("limit %d: %s %s %+v: got %+v, want %+v", j, r.Policy.Name, r.Key, r.Policy.Settings(), got[j], want[j])
+						}
+						t.Fatalf("step %d limit %d/%d %s %v (shadow %v) at +%v: got %+v, want %+v",
+							step, i, len(reqs), reqs[i].Policy.Name, reqs[i].Policy.Algorithm, reqs[i].Policy.Shadow, now.Sub(t0), got[i], want[i])
+					}
+				}
+			}
+		})
+	}
+}

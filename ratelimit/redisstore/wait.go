@@ -1,0 +1,70 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+//go:embed giveback.lua
+var givebackSource string
+
+var givebackScript = rueidis.NewLuaScript(givebackSource)
+
+// Wait implements ratelimit.Store: the request's own goroutine sleeps until
+// d.Departure. A request whose ctx ends first gives its departure slot back
+// when it is still the last in the queue, in Redis (one small script) and
+// in the Fallback store, whichever decided it.
+func (s *Store) Wait(ctx context.Context, r ratelimit.Request, d ratelimit.Decision) error {
+	if d.Delay <= 0 || d.Departure.IsZero() {
+		return ctx.Err()
+	}
+	if ctx.Err() == nil {
+		timer := time.NewTimer(time.Until(d.Departure))
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+			return nil
+		case <-ctx.Done():
+		}
+	}
+	if s.o.OnError == OnErrorLocal {
+		// The fallback gives back only a slot that it scheduled.
+		_ = s.fallback.Wait(ctx, r, d)
+	}
+	s.giveBack(r, d)
+	return ctx.Err()
+}
+
+// giveBack runs giveback.lua for a request that stopped waiting.
+func (s *Store) giveBack(r ratelimit.Request, d ratelimit.Decision) {
+	c := s.client.Load()
+	if c == nil || s.br.open.Load() {
+		return
+	}
+	decided := d.Departure.Add(-d.Delay)
+	dep := ""
+	if s.o.CallerTime {
+		dep = strconv.FormatInt(d.Departure.UnixMicro(), 10)
+	}
+	args := []string{
+		s.tailToken(decided) + ":" + strconv.FormatInt(int64(d.Delay/time.Microsecond), 10),
+		strconv.FormatInt(micros(r.Policy.Interval()), 10),
+		dep,
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := givebackScript.Exec(ctx, *c, []string{Key(s.prefix, r)}, args).Error()
+	s.observe(start, err)
+	if err != nil {
+		s.br.failed(err, false)
+		return
+	}
+	s.br.succeeded()
+}
