@@ -1,0 +1,17 @@
+# Build: docker build -t sluice .
+# Run:   docker run -p 8080:8080 -v $PWD/sluice.yaml:/etc/sluice/sluice.yaml sluice
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+ARG VERSION=dev
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/sluice ./cmd/sluice
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/sluice /usr/local/bin/sluice
+COPY config.example.yaml /etc/sluice/sluice.yaml
+EXPOSE 8080 8443 9091
+USER nonroot:nonroot
+ENTRYPOINT ["/usr/local/bin/sluice"]
+CMD ["run", "-config", "/etc/sluice/sluice.yaml"]

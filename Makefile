@@ -1,0 +1,21 @@
+# Targets a developer and CI use. `make test` is the whole suite.
+GO ?= go
+
+.PHONY: test build bench lint
+
+# test installs redis-server when it is missing, then runs every test with
+# the race detector; SLUICE_REQUIRE_REDIS=1 makes a missing Redis a failure,
+# never a skip.
+test:
+	./scripts/test-deps.sh
+	SLUICE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o sluice ./cmd/sluice
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./ratelimit/ ./proxy/ ./metrics/
+
+lint:
+	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
+	$(GO) vet ./...

@@ -1,0 +1,178 @@
+// Command sluice is a rate-limiting reverse-proxy API gateway.
+//
+//	sluice run -config FILE        serve until SIGINT/SIGTERM; SIGHUP reloads FILE
+//	sluice validate -config FILE   check FILE; one line per problem
+//	sluice demo                    the gateway with a built-in echo upstream
+//	sluice simulate ...            replay traffic against every algorithm offline
+//	sluice version                 version, commit, Go version
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/sluicehq/sluice/routes"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/simulate"
+)
+
+// version and commit are set at build time with -ldflags "-X main.version=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+const usage = `usage: sluice <command> [flags]
+
+commands:
+  run -config FILE        serve until SIGINT/SIGTERM; SIGHUP reloads FILE
+  validate -config FILE   exit 0 if FILE is valid, else print every problem and exit 1
+  demo                    serve a built-in demo (gateway + echo upstream) and print curl lines
+  simulate [flags]        replay a traffic pattern against every algorithm offline
+  version                 print version, commit and Go version
+
+run 'sluice <command> -h' for a command's flags
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return runServe(args, stderr)
+	case "validate":
+		return runValidate(args, stdout, stderr)
+	case "demo":
+		return runDemo(args, stdout, stderr)
+	case "simulate":
+		return simulate.Main(args, stdout, stderr, loadSimPolicy)
+	case "version", "-version", "--version":
+		fmt.Fprintf(stdout, "sluice %s\n", versionString())
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
+	return 2
+}
+
+func versionString() string {
+	c := commit
+	if c == "" {
+		if info, ok := debug.ReadBuildInfo(); ok {
+			for _, s := range info.Settings {
+				if s.Key == "vcs.revision" {
+					c = s.Value
+				}
+			}
+		}
+	}
+	if c == "" {
+		c = "unknown"
+	}
+	return fmt.Sprintf("%s (commit %s, %s %s/%s)", version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// commonFlags are the flags of run and validate.
+type commonFlags struct {
+	config   string
+	logLevel string
+}
+
+func parseFlags(name string, args []string, stderr io.Writer) (*commonFlags, bool) {
+	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := &commonFlags{}
+	fs.StringVar(&f.config, "config", "sluice.yaml", "configuration `file`")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice %s: unexpected argument %q\n", name, fs.Arg(0))
+		return nil, false
+	}
+	return f, true
+}
+
+func newLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("parsing -log-level: %w", err)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runValidate(args []string, stdout, stderr io.Writer) int {
+	f, ok := parseFlags("validate", args, stderr)
+	if !ok {
+		return 2
+	}
+	if _, err := routes.Load(f.config); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", f.config)
+	return 0
+}
+
+func runServe(args []string, stderr io.Writer) int {
+	f, ok := parseFlags("run", args, stderr)
+	if !ok {
+		return 2
+	}
+	log, err := newLogger(f.logLevel, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice run:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.New(ctx, f.config, log)
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for range hup {
+			srv.Reload()
+		}
+	}()
+	if err := srv.Serve(ctx); err != nil {
+		log.Error("serving", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// loadSimPolicy takes the simulator's parameters from a policy of a config.
+func loadSimPolicy(file, name string) (simulate.Params, error) {
+	cfg, err := routes.Load(file)
+	if err != nil {
+		return simulate.Params{}, err
+	}
+	p, ok := cfg.Policies[name]
+	if !ok {
+		return simulate.Params{}, fmt.Errorf("%s: no policy %q", file, name)
+	}
+	return simulate.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst, Queue: p.Queue, MaxWait: p.MaxWait}, nil
+}

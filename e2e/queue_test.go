@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func queueConfig(upstream string, queue int, extra string) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+admin: ""
+shutdown_timeout: 3s
+policies:
+  shaping:
+    algorithm: leaky_bucket
+    limit: 10
+    window: 1s
+    queue: %d
+    key: [global]
+%s
+routes:
+  - name: writes
+    upstream: %s
+    limits: [shaping]
+`, queue, extra, upstream)
+}
+
+// burst sends n concurrent GETs and returns each status and how long it took.
+func burst(t *testing.T, url string, n int, header map[string]string) ([]int, []time.Duration) {
+	codes := make([]int, n)
+	took := make([]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			start := time.Now()
+			resp, _ := do(t, nil, "GET", url, nil, header)
+			codes[i], took[i] = resp.StatusCode, time.Since(start)
+		})
+	}
+	wg.Wait()
+	return codes, took
+}
+
+func TestQueueSpacesDepartures(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
+	codes, _ := burst(t, in.HTTP+"/", 20, nil)
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("request %d: got %d, want 200", i, c)
+		}
+	}
+	reqs := up.Requests()
+	if len(reqs) != 20 {
+		t.Fatalf("upstream: got %d requests, want 20", len(reqs))
+	}
+	at := make([]time.Time, len(reqs))
+	for i, r := range reqs {
+		at[i] = r.At
+	}
+	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	for i := 1; i < len(at); i++ {
+		if gap := at[i].Sub(at[i-1]); gap < 90*time.Millisecond {
+			t.Errorf("arrivals %d and %d: %s apart, want at least 90ms", i-1, i, gap)
+		}
+	}
+	if span := at[len(at)-1].Sub(at[0]); span < 1800*time.Millisecond {
+		t.Errorf("span: got %s, want at least 1.8s", span)
+	}
+}
+
+func TestQueueKeepsArrivalOrder(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
+	var wg sync.WaitGroup
+	for i := range 10 {
+		wg.Go(func() {
+			resp, _ := do(t, nil, "GET", in.HTTP+"/", nil, map[string]string{"X-Seq": strconv.Itoa(i)})
+			if resp.StatusCode != 200 {
+				t.Errorf("request %d: got %d, want 200", i, resp.StatusCode)
+			}
+		})
+		time.Sleep(5 * time.Millisecond)
+	}
+	wg.Wait()
+	for i, r := range up.Requests() {
+		if got := r.Header.Get("X-Seq"); got != strconv.Itoa(i) {
+			t.Errorf("arrival %d: got request %s, want %d", i, got, i)
+		}
+	}
+}
+
+func TestQueueFullRejectsAtOnce(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	in := start(t, writeConfig(t, queueConfig(up.URL, 5, "")))
+	codes, took := burst(t, in.HTTP+"/", 20, nil)
+	rejected := 0
+	for i, c := range codes {
+		if c == 429 {
+			rejected++
+			if took[i] > 50*time.Millisecond {
+				t.Errorf("rejection %d took %s, want under 50ms", i, took[i])
+			}
+		}
+	}
+	if rejected != 14 {
+		t.Errorf("rejected: got %d, want 14 (1 leaves now, 5 wait)", rejected)
+	}
+	if n := len(up.Requests()); n != 6 {
+		t.Errorf("upstream: got %d, want 6", n)
+	}
+}
+
+func TestQueueRetryAfterWhenFull(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	in := start(t, writeConfig(t, queueConfig(up.URL, 2, "")))
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { do(t, nil, "GET", in.HTTP+"/", nil, nil) })
+	}
+	time.Sleep(20 * time.Millisecond)
+	resp, body := do(t, nil, "GET", in.HTTP+"/", nil, nil)
+	wg.Wait()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("full queue: got %d Retry-After %q, want 429 with 1 (a place frees within 100ms)", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if rl := resp.Header.Get("RateLimit"); rl != `"shaping";r=0;t=1` {
+		t.Errorf("RateLimit: got %q, body %s", rl, body)
+	}
+}
+
+func TestQueueClientGoneNeverReachesUpstream(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
+	// One leaves at once; the next three wait 100, 200, 300 ms. The second
+	// of them gives up after 50 ms.
+	var wg sync.WaitGroup
+	send := func(seq string, ctx context.Context) {
+		req, _ := http.NewRequestWithContext(ctx, "GET", in.HTTP+"/", nil)
+		req.Header.Set("X-Seq", seq)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}
+	wg.Go(func() { send("0", context.Background()) })
+	time.Sleep(10 * time.Millisecond)
+	wg.Go(func() { send("1", context.Background()) })
+	time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	wg.Go(func() { send("gone", ctx) })
+	time.Sleep(10 * time.Millisecond)
+	wg.Go(func() { send("3", context.Background()) })
+	wg.Wait()
+	reqs := up.Requests()
+	var seqs []string
+	for _, r := range reqs {
+		seqs = append(seqs, r.Header.Get("X-Seq"))
+	}
+	if fmt.Sprint(seqs) != "[0 1 3]" {
+		t.Fatalf("upstream saw %v, want [0 1 3]", seqs)
+	}
+	// The waiter behind the one that left took its place: it arrived one
+	// interval after the previous, not two.
+	if gap := reqs[2].At.Sub(reqs[1].At); gap > 160*time.Millisecond {
+		t.Errorf("gap after the abandoned place: got %s, want about 100ms", gap)
+	}
+}
+
+func TestQueueOnShutdown(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	// 1 per second: of 6 queued, those leaving within the 3s shutdown
+	// timeout reach the upstream, the others are answered 503 at once.
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+admin: ""
+shutdown_timeout: 2500ms
+policies:
+  slow:
+    algorithm: leaky_bucket
+    limit: 1
+    window: 1s
+    queue: 10
+    key: [global]
+routes:
+  - name: writes
+    upstream: %s
+    limits: [slow]
+`, up.URL)
+	in := start(t, writeConfig(t, cfg))
+	codes := make([]int, 6)
+	took := make([]time.Duration, 6)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for i := range 6 {
+		wg.Go(func() {
+			resp, err := client.Get(in.HTTP + "/")
+			if err != nil {
+				t.Errorf("request %d: %v", i, err)
+				return
+			}
+			resp.Body.Close()
+			codes[i], took[i] = resp.StatusCode, time.Since(t0)
+		})
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	in.Signal(syscall.SIGTERM)
+	wg.Wait()
+	byCode := map[int]int{}
+	for i, c := range codes {
+		byCode[c]++
+		if c == 503 && took[i] > 500*time.Millisecond {
+			t.Errorf("request %d: 503 after %s, want at once", i, took[i])
+		}
+	}
+	// Departures at 0, 1, 2 s fit in 2.5 s; those at 3, 4, 5 s do not.
+	if byCode[200] != 3 || byCode[503] != 3 {
+		t.Errorf("got %v, want 3 200s and 3 503s", byCode)
+	}
+	select {
+	case <-in.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("sluice did not exit")
+	}
+	if in.err != nil {
+		t.Errorf("exit: got %v, want status 0", in.err)
+	}
+	if n := len(up.Requests()); n != 3 {
+		t.Errorf("upstream: got %d, want 3", n)
+	}
+}
+
+func TestQueueAfterOtherLimits(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+admin: ""
+policies:
+  shaping:
+    algorithm: leaky_bucket
+    limit: 10
+    window: 1s
+    queue: 20
+    key: [global]
+  per-key:
+    algorithm: fixed_window
+    limit: 3
+    window: 1h
+    key: [header:X-API-Key]
+routes:
+  - name: writes
+    upstream: %s
+    limits: [shaping, per-key]
+`, up.URL)
+	in := start(t, writeConfig(t, cfg))
+	// Key a may send 3; its 4th to 8th are rejected by per-key and take no
+	// queue place, so key b's 3 requests wait behind only a's 3.
+	codes, _ := burst(t, in.HTTP+"/", 8, map[string]string{"X-API-Key": "a"})
+	byCode := map[int]int{}
+	for _, c := range codes {
+		byCode[c]++
+	}
+	if byCode[200] != 3 || byCode[429] != 5 {
+		t.Fatalf("key a: got %v, want 3 200s and 5 429s", byCode)
+	}
+	start := time.Now()
+	codes, _ = burst(t, in.HTTP+"/", 3, map[string]string{"X-API-Key": "b"})
+	for i, c := range codes {
+		if c != 200 {
+			t.Errorf("key b request %d: got %d, want 200", i, c)
+		}
+	}
+	if took := time.Since(start); took > 600*time.Millisecond {
+		t.Errorf("key b waited %s, want under 600ms: rejected requests must not hold queue places", took)
+	}
+	// Not charged twice: a 4th request for b is rejected by per-key (3
+	// used), and a's budget shows 0 left, not less.
+	resp, _ := do(t, nil, "GET", in.HTTP+"/", nil, map[string]string{"X-API-Key": "b"})
+	if resp.StatusCode != 429 {
+		t.Errorf("key b 4th: got %d, want 429", resp.StatusCode)
+	}
+}

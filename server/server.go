@@ -1,0 +1,361 @@
+// Package server runs sluice: it loads the configuration, builds the limit
+// store, serves the plain, TLS and admin listeners, reloads on SIGHUP and
+// drains on SIGTERM.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/admin"
+	"github.com/sluicehq/sluice/certs"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/proxy"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/ratelimit/redisstore"
+	"github.com/sluicehq/sluice/routes"
+)
+
+// Server is one running gateway. Create it with New, then Serve; it is
+// safe for concurrent use.
+type Server struct {
+	path    string
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	gateway *proxy.Gateway
+
+	mu      sync.Mutex // serialises Reload and Shutdown
+	cfg     atomic.Pointer[routes.Config]
+	store   ratelimit.Store
+	memory  *ratelimit.MemoryStore // the store itself, or Redis's local fallback
+	redis   *redisstore.Store      // nil unless store.type is redis
+	certs   *certs.Manager         // nil without tls
+	servers []*http.Server
+	addrs   map[string]net.Addr // listener name -> bound address
+
+	inflight atomic.Int64
+}
+
+// New loads the configuration at path and builds everything Serve needs,
+// without listening yet.
+func New(ctx context.Context, path string, log *slog.Logger) (*Server, error) {
+	cfg, err := routes.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return NewFromConfig(ctx, path, cfg, log)
+}
+
+// NewFromConfig is New with a configuration already loaded; path is where
+// reloads read from ("" disables reload).
+func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *slog.Logger) (*Server, error) {
+	s := &Server{path: path, log: log, metrics: metrics.New(), addrs: make(map[string]net.Addr)}
+	if err := s.buildStore(ctx, cfg); err != nil {
+		return nil, err
+	}
+	if cfg.TLS != nil {
+		m, err := certs.New(certsConfig(cfg), log)
+		if err != nil {
+			s.store.Close()
+			return nil, fmt.Errorf("preparing tls: %w", err)
+		}
+		s.certs = m
+	}
+	s.gateway = proxy.New(proxy.Options{Logger: log, Metrics: s.metrics})
+	s.gateway.Load(cfg, s.store)
+	s.cfg.Store(cfg)
+	return s, nil
+}
+
+func (s *Server) buildStore(ctx context.Context, cfg *routes.Config) error {
+	s.memory = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{MaxKeys: cfg.Store.Memory.MaxKeys})
+	s.metrics.SetKeys(s.memory.Keys)
+	if cfg.Store.Type != "redis" {
+		s.store = observed{s.memory, s.metrics.Store("memory")}
+		return nil
+	}
+	rc := cfg.Store.Redis
+	obs := s.metrics.Store("redis")
+	r, err := redisstore.New(ctx, redisstore.Options{
+		Mode:       rc.Mode,
+		Addresses:  rc.Addresses,
+		MasterName: rc.MasterName,
+		Username:   rc.Username,
+		Password:   rc.Password,
+		DB:         rc.DB,
+		KeyPrefix:  rc.KeyPrefix,
+		Timeout:    rc.Timeout,
+		OnError:    rc.OnError,
+		Fallback:   s.memory,
+		Observe:    obs.Observe,
+	})
+	if err != nil {
+		s.memory.Close()
+		return fmt.Errorf("connecting to redis: %w", err)
+	}
+	s.redis, s.store = r, r
+	return nil
+}
+
+// certsConfig is the certificate manager's view of cfg's tls section. ACME
+// challenges are answered by sluice's own listeners, so certmagic is told
+// their ports rather than binding 80 and 443 itself.
+func certsConfig(cfg *routes.Config) certs.Config {
+	t := cfg.TLS
+	c := certs.Config{MinVersion: t.MinVersion}
+	for _, p := range t.Certificates {
+		c.Certificates = append(c.Certificates, certs.Pair{CertFile: p.CertFile, KeyFile: p.KeyFile})
+	}
+	if a := t.ACME; a != nil {
+		c.ACME = &certs.ACME{
+			Domains: a.Domains, Email: a.Email, CA: a.CA, CARoot: a.CARoot, Storage: a.Storage, Challenges: a.Challenges,
+			HTTPPort: portNumber(cfg.Listen), TLSPort: portNumber(t.Listen),
+		}
+	}
+	return c
+}
+
+// Addr returns the bound address of a listener ("http", "https", "admin"),
+// nil when it is not listening.
+func (s *Server) Addr(name string) net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addrs[name]
+}
+
+// Serve listens and serves until ctx is done, then shuts down gracefully
+// within the configured shutdown_timeout. It returns nil after a clean or
+// timed-out shutdown, an error when a listener cannot start.
+func (s *Server) Serve(ctx context.Context) error {
+	cfg := s.cfg.Load()
+	errc := make(chan error, 3)
+	var handler http.Handler = s.counting(s.gateway)
+	plain := handler
+	if cfg.TLS != nil {
+		if cfg.TLS.RedirectHTTP {
+			plain = certs.RedirectHTTPS(portOf(cfg.TLS.Listen))
+		}
+		plain = s.certs.HTTPChallenge(plain)
+	}
+	if err := s.listen("http", cfg.Listen, plain, nil, errc); err != nil {
+		return err
+	}
+	if cfg.TLS != nil {
+		if err := s.listen("https", cfg.TLS.Listen, handler, s.certs.TLSConfig(), errc); err != nil {
+			s.closeAll()
+			return err
+		}
+		if err := s.certs.Start(ctx); err != nil {
+			s.log.Error("starting certificate management", "err", err)
+		}
+	}
+	if cfg.Admin != "" {
+		if err := s.listen("admin", cfg.Admin, admin.Handler(s.metrics, source{s}), nil, errc); err != nil {
+			s.closeAll()
+			return err
+		}
+	}
+	s.log.Info("sluice started", "http", addrString(s.Addr("http")), "https", addrString(s.Addr("https")), "admin", addrString(s.Addr("admin")), "routes", len(cfg.Table.Routes), "store", cfg.Store.Type)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		s.closeAll()
+		return err
+	}
+	return s.shutdown()
+}
+
+func (s *Server) listen(name, addr string, h http.Handler, tc *tls.Config, errc chan<- error) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listening on %s (%s): %w", addr, name, err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		TLSConfig:         tc,
+	}
+	s.mu.Lock()
+	s.servers = append(s.servers, srv)
+	s.addrs[name] = ln.Addr()
+	s.mu.Unlock()
+	go func() {
+		var err error
+		if tc != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("serving %s on %s: %w", name, addr, err)
+		}
+	}()
+	return nil
+}
+
+// counting tracks requests in flight, to report what a timed-out shutdown
+// cut off.
+func (s *Server) counting(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// shutdown stops accepting, lets in-flight and queued requests finish
+// within shutdown_timeout, then cuts off what is left.
+func (s *Server) shutdown() error {
+	cfg := s.cfg.Load()
+	deadline := time.Now().Add(cfg.ShutdownTimeout)
+	s.log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String(), "in_flight", s.inflight.Load())
+	s.gateway.Drain(deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	s.mu.Lock()
+	servers := s.servers
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() { srv.Shutdown(ctx) })
+	}
+	wg.Wait()
+	if n := s.inflight.Load(); n > 0 || ctx.Err() != nil {
+		s.log.Warn("shutdown timeout expired; cutting off requests", "cut_off", n)
+	}
+	s.closeAll()
+	if s.certs != nil {
+		s.certs.Stop()
+	}
+	s.store.Close()
+	if s.redis != nil {
+		s.memory.Close()
+	}
+	s.log.Info("sluice stopped")
+	return nil
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, srv := range s.servers {
+		srv.Close()
+	}
+}
+
+// Reload re-reads the configuration file. An invalid file is logged and
+// counted and the running configuration stays. Routes, policies, trusted
+// proxies, logging and certificate files change in place; listener
+// addresses and the store need a restart, which is logged.
+func (s *Server) Reload() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.path == "" {
+		return errors.New("reloading: no configuration file")
+	}
+	cfg, err := routes.Load(s.path)
+	if err != nil {
+		s.metrics.Reload(false)
+		s.log.Error("reloading configuration; keeping the running one", "file", s.path, "err", err)
+		return err
+	}
+	old := s.cfg.Load()
+	if s.certs != nil && cfg.TLS != nil {
+		if err := s.certs.Reload(certsConfig(cfg)); err != nil {
+			s.metrics.Reload(false)
+			s.log.Error("reloading certificates; keeping the running configuration", "err", err)
+			return err
+		}
+	}
+	for _, w := range restartNeeded(old, cfg) {
+		s.log.Warn("configuration change needs a restart to take effect", "field", w)
+	}
+	s.gateway.Load(cfg, s.store)
+	s.cfg.Store(cfg)
+	s.metrics.Reload(true)
+	s.log.Info("configuration reloaded", "file", s.path, "routes", len(cfg.Table.Routes))
+	return nil
+}
+
+func restartNeeded(old, cfg *routes.Config) []string {
+	var out []string
+	if old.Listen != cfg.Listen {
+		out = append(out, "listen")
+	}
+	if old.Admin != cfg.Admin {
+		out = append(out, "admin")
+	}
+	if (old.TLS == nil) != (cfg.TLS == nil) || (old.TLS != nil && old.TLS.Listen != cfg.TLS.Listen) {
+		out = append(out, "tls")
+	}
+	if fmt.Sprint(old.Store) != fmt.Sprint(cfg.Store) {
+		out = append(out, "store")
+	}
+	return out
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
+}
+
+func portNumber(addr string) int {
+	n, _ := strconv.Atoi(portOf(addr))
+	return n
+}
+
+func portOf(addr string) string {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "443"
+	}
+	return port
+}
+
+// source is what the admin listener sees of the server.
+type source struct{ s *Server }
+
+func (src source) Policy(name string) *ratelimit.Policy {
+	if c := src.s.cfg.Load(); c != nil {
+		return c.Policies[name]
+	}
+	return nil
+}
+
+func (src source) Store() ratelimit.Store { return src.s.store }
+
+func (src source) Ready() admin.Readiness {
+	c := src.s.cfg.Load()
+	r := admin.Readiness{Loaded: c != nil, StoreHealthy: true}
+	if src.s.redis != nil {
+		r.StoreHealthy = src.s.redis.Healthy()
+		r.DenyOnStoreError = c != nil && c.Store.Redis.OnError == "deny"
+	}
+	return r
+}
+
+// observed times the memory store's decisions for the store metrics.
+type observed struct {
+	*ratelimit.MemoryStore
+	m *metrics.Store
+}
+
+func (o observed) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	err := o.MemoryStore.Decide(ctx, now, reqs, out)
+	o.m.Observe(time.Since(now), err)
+	return err
+}
