@@ -41,6 +41,12 @@ func StepSlidingWindowLog(p *Policy, l *SlidingLogState, now, n int64) Decision 
 	if l.n > 0 && now < l.newest() {
 		return l.stepLate(p, now, n)
 	}
+	if now < l.settled && n > 0 {
+		// Late behind entries that are gone: nothing tells how many of
+		// them its window holds, and any later retry arrives in order.
+		wait := time.Duration(l.settled - now)
+		return Decision{Limit: p.Limit, RetryAfter: wait, Reset: wait}
+	}
 	l.drop(now-w, w)
 	d := Decision{Limit: p.Limit}
 	if int64(l.n)+n > p.Limit {
