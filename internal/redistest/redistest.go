@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -100,6 +101,21 @@ func (s *Server) Kill() {
 	s.proc = nil
 }
 
+// Pause stops the server process (SIGSTOP) without closing its sockets:
+// clients connect and send but get no answer, as from a hung server.
+func (s *Server) Pause() { s.signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() { s.signal(syscall.SIGCONT) }
+
+func (s *Server) signal(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		_ = s.proc.Signal(sig)
+	}
+}
+
 // Restart starts the server again on the same port (killing it first if it
 // runs) and waits until it answers PING. Its data is gone: persistence is off.
 func (s *Server) Restart() {
@@ -175,12 +191,16 @@ func (s *Server) Do(args ...string) string {
 // joined by newlines, nil as "". It is meant for test set-up and checks,
 // not speed.
 func Command(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+	return command(addr, 5*time.Second, args...)
+}
+
+func command(addr string, timeout time.Duration, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {

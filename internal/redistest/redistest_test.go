@@ -3,6 +3,7 @@ package redistest
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStartKillRestart(t *testing.T) {
@@ -43,5 +44,17 @@ func TestStartCluster(t *testing.T) {
 		if !strings.Contains(info, "cluster_known_nodes:3") {
 			t.Errorf("%s: got %q, want cluster_known_nodes:3", a, info)
 		}
+	}
+}
+
+func TestPauseResume(t *testing.T) {
+	s := Start(t)
+	s.Pause()
+	if _, err := command(s.Addr(), 200*time.Millisecond, "PING"); err == nil {
+		t.Fatal("PING while paused: got an answer, want a timeout")
+	}
+	s.Resume()
+	if got := s.Do("PING"); got != "PONG" {
+		t.Fatalf("PING after Resume: got %q, want PONG", got)
 	}
 }

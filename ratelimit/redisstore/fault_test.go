@@ -1,0 +1,198 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// trips counts Observe calls.
+type trips struct{ ok, failed atomic.Int64 }
+
+func (c *trips) observe(_ time.Duration, err error) {
+	if err != nil {
+		c.failed.Add(1)
+	} else {
+		c.ok.Add(1)
+	}
+}
+
+const faultTimeout = 50 * time.Millisecond
+
+// slack is what a decision may take beyond Timeout on a loaded CI machine.
+const slack = 40 * time.Millisecond
+
+func decideTimed(t *testing.T, s *Store, reqs []ratelimit.Request) ([]ratelimit.Decision, time.Duration) {
+	t.Helper()
+	out := make([]ratelimit.Decision, len(reqs))
+	start := time.Now()
+	if err := s.Decide(context.Background(), time.Now(), reqs, out); err != nil {
+		t.Fatalf("Decide: got error %v, want none (on_error handles it)", err)
+	}
+	return out, time.Since(start)
+}
+
+// waitFor polls cond every 10ms for up to d and reports how long it took.
+func waitFor(d time.Duration, cond func() bool) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < d {
+		if cond() {
+			return time.Since(start), true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start), cond()
+}
+
+// TestFaultKilledAndRestarted kills Redis mid-run: decisions fall back to
+// the local store at once, the breaker stops trying after three failures,
+// and once Redis is back decisions are shared again within 2s.
+func TestFaultKilledAndRestarted(t *testing.T) {
+	srv := redistest.Start(t)
+	var c trips
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout, Observe: c.observe})
+	p := policyOf(t, "fault-kill", ratelimit.FixedWindow, 1000, time.Hour)
+	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
+	for range 5 {
+		if d, _ := decideTimed(t, s, reqs); !d[0].Allowed {
+			t.Fatal("healthy: got rejected, want allowed")
+		}
+	}
+	if !s.Healthy() {
+		t.Fatalf("got unhealthy before the kill: %v", s.LastError())
+	}
+
+	srv.Kill()
+	for i := range 100 {
+		d, took := decideTimed(t, s, reqs)
+		if took > faultTimeout+slack {
+			t.Errorf("decision %d with redis down took %v, want <= %v", i, took, faultTimeout+slack)
+		}
+		if !d[0].Allowed {
+			t.Errorf("decision %d with redis down: got %+v, want allowed by the local fallback", i, d[0])
+		}
+	}
+	if s.Healthy() {
+		t.Error("redis down: got healthy, want unhealthy")
+	}
+	// Three failures open the breaker; the prober may add a ping.
+	if got := c.failed.Load(); got < breakerFailures || got > breakerFailures+1 {
+		t.Errorf("redis down, 100 decisions: got %d failed round trips, want %d (breaker open)", got, breakerFailures)
+	}
+	if s.LastError() == nil {
+		t.Error("LastError: got nil, want the failure")
+	}
+
+	srv.Restart()
+	took, ok := waitFor(3*time.Second, func() bool {
+		before := c.ok.Load()
+		decideTimed(t, s, reqs)
+		return c.ok.Load() > before && s.Healthy()
+	})
+	if !ok || took > 2*time.Second {
+		t.Fatalf("redis back: shared decisions after %v (ok %v), want within 2s", took, ok)
+	}
+	t.Logf("redis back: shared decisions after %v", took)
+	if got := srv.Do("EXISTS", Key("sluice:", reqs[0])); got != "1" {
+		t.Errorf("redis back: bucket key exists %s, want 1", got)
+	}
+}
+
+// TestFaultHungServer pauses Redis: no decision waits past the timeout and
+// the breaker opens.
+func TestFaultHungServer(t *testing.T) {
+	srv := redistest.Start(t)
+	var c trips
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout, Observe: c.observe})
+	reqs := []ratelimit.Request{{Policy: policyOf(t, "fault-hang", ratelimit.TokenBucket, 10, time.Second), Key: "k"}}
+	decideTimed(t, s, reqs)
+	srv.Pause()
+	defer srv.Resume()
+	var slow int
+	for range 20 {
+		if _, took := decideTimed(t, s, reqs); took > faultTimeout+slack {
+			slow++
+			t.Errorf("decision with a hung redis took %v, want <= %v", took, faultTimeout+slack)
+		}
+	}
+	if got := c.failed.Load(); got < breakerFailures || got > breakerFailures+1 {
+		t.Errorf("hung redis, 20 decisions: got %d failed round trips, want %d", got, breakerFailures)
+	}
+	if s.Healthy() {
+		t.Error("hung redis: got healthy, want unhealthy")
+	}
+	srv.Resume()
+	if took, ok := waitFor(3*time.Second, s.Healthy); !ok || took > 2*time.Second {
+		t.Errorf("resumed: healthy after %v (ok %v), want within 2s", took, ok)
+	}
+}
+
+// TestFaultOnError checks allow, deny and local against a Redis that is
+// not there at all, from the start.
+func TestFaultOnError(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr()
+	srv.Kill()
+	p := policyOf(t, "fault-mode", ratelimit.TokenBucket, 10, time.Second)
+	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
+	for _, tc := range []struct {
+		mode string
+		want ratelimit.Decision
+	}{
+		{OnErrorAllow, ratelimit.Decision{Allowed: true, Limit: 10, Remaining: 9}},
+		{OnErrorDeny, ratelimit.Decision{Limit: 10, RetryAfter: time.Second, Reset: time.Second}},
+		{OnErrorLocal, ratelimit.Decision{Allowed: true, Limit: 10, Remaining: 9, RetryAfter: 100 * time.Millisecond, Reset: 100 * time.Millisecond}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			t.Parallel()
+			s, err := New(context.Background(), Options{Addresses: []string{addr}, Timeout: faultTimeout, OnError: tc.mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if s.Healthy() {
+				t.Error("unreachable from the start: got healthy, want unhealthy")
+			}
+			d, took := decideTimed(t, s, reqs)
+			if took > faultTimeout+slack {
+				t.Errorf("decision took %v, want <= %v", took, faultTimeout+slack)
+			}
+			if d[0] != tc.want {
+				t.Errorf("got %+v, want %+v", d[0], tc.want)
+			}
+			_, err = s.Peek(context.Background(), time.Now(), reqs[0])
+			if tc.mode == OnErrorLocal {
+				if err != nil {
+					t.Errorf("Peek: got %v, want the fallback's answer", err)
+				}
+			} else if !errors.Is(err, ErrUnavailable) {
+				t.Errorf("Peek: got %v, want ErrUnavailable", err)
+			}
+		})
+	}
+}
+
+func TestOptionsInvalid(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    Options
+	}{
+		{"no addresses", Options{}},
+		{"mode", Options{Addresses: []string{"127.0.0.1:1"}, Mode: "ring"}},
+		{"sentinel without master", Options{Addresses: []string{"127.0.0.1:1"}, Mode: Sentinel}},
+		{"on_error", Options{Addresses: []string{"127.0.0.1:1"}, OnError: "panic"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if s, err := New(context.Background(), tc.o); err == nil {
+				s.Close()
+				t.Errorf("got nil error, want one")
+			}
+		})
+	}
+}
