@@ -18,6 +18,9 @@ type keysCollector struct {
 // each scrape. A reload may replace it; nil removes it, for a store that
 // cannot count its keys.
 func (m *Metrics) SetKeys(f func() map[string]int64) {
+	if m == nil {
+		return
+	}
 	if f == nil {
 		m.keys.src.Store(nil)
 		return

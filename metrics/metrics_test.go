@@ -369,3 +369,22 @@ func TestLimitOf(t *testing.T) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
+
+func TestNilMetricsRecordNothing(t *testing.T) {
+	t.Parallel()
+	var m *Metrics
+	r := m.Route("r", []Limit{{Policy: "p", Algorithm: "token_bucket"}})
+	r.Request(200, time.Millisecond)
+	r.Decision(0, Allowed)
+	r.UpstreamError(UpstreamRefused)
+	q := m.Queue("p")
+	q.Enter()
+	q.Leave(time.Millisecond)
+	m.Store("memory").Observe(time.Millisecond, nil)
+	m.Reload(true)
+	m.Retain(nil, nil)
+	m.SetKeys(nil)
+	if r != nil || q != nil {
+		t.Errorf("got handles %v %v from a nil Metrics, want nil", r, q)
+	}
+}

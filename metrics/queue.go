@@ -17,6 +17,9 @@ type Queue struct {
 // the same policy, on a reload, returns handles to the same series, so
 // requests still waiting under the old configuration leave the gauge right.
 func (m *Metrics) Queue(policy string) *Queue {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	m.policies[policy] = struct{}{}
 	m.mu.Unlock()
@@ -27,11 +30,18 @@ func (m *Metrics) Queue(policy string) *Queue {
 }
 
 // Enter counts a request that starts waiting in the queue.
-func (q *Queue) Enter() { q.depth.Inc() }
+func (q *Queue) Enter() {
+	if q != nil {
+		q.depth.Inc()
+	}
+}
 
 // Leave counts a request that stops waiting, toward the upstream or because
 // its client went away, after waiting for wait. Every Enter needs one Leave.
 func (q *Queue) Leave(wait time.Duration) {
+	if q == nil {
+		return
+	}
 	q.depth.Dec()
 	q.wait.Observe(wait.Seconds())
 }
@@ -46,6 +56,9 @@ type Store struct {
 // Store returns the handles for the store called name: "memory" or
 // "redis".
 func (m *Metrics) Store(name string) *Store {
+	if m == nil {
+		return nil
+	}
 	return &Store{
 		duration: m.storeDuration.WithLabelValues(name),
 		errors:   m.storeErrors.WithLabelValues(name),
@@ -55,6 +68,9 @@ func (m *Metrics) Store(name string) *Store {
 // Observe counts one store operation that took d and failed when err is
 // not nil.
 func (s *Store) Observe(d time.Duration, err error) {
+	if s == nil {
+		return
+	}
 	s.duration.Observe(d.Seconds())
 	if err != nil {
 		s.errors.Inc()

@@ -86,6 +86,9 @@ type Route struct {
 // that a route is sure to use are created at once, at zero, so that rates
 // are right from the first event.
 func (m *Metrics) Route(route string, limits []Limit) *Route {
+	if m == nil {
+		return nil
+	}
 	m.mu.Lock()
 	codes := m.codes[route]
 	if codes == nil {
@@ -131,6 +134,9 @@ func (r *Route) Name() string { return r.name }
 // Request counts one answered request with its status code and how long it
 // took, from arrival to the end of the answer.
 func (r *Route) Request(code int, d time.Duration) {
+	if r == nil {
+		return
+	}
 	r.duration.Observe(d.Seconds())
 	if code < minCode || code > maxCode {
 		r.vec.WithLabelValues(r.name, strconv.Itoa(code)).Inc()
@@ -150,6 +156,9 @@ func (r *Route) Request(code int, d time.Duration) {
 // Decision counts what the limit at index limit (in the order given to
 // Route) decided. An index or result out of range is ignored.
 func (r *Route) Decision(limit int, res Result) {
+	if r == nil {
+		return
+	}
 	if uint(limit) >= uint(len(r.decisions)) || res >= numResults {
 		return
 	}
@@ -178,6 +187,9 @@ func (r *Route) decisionCounter(limit int, res Result) *counter {
 // UpstreamError counts a request that got no answer from the upstream.
 // Unknown kinds count as UpstreamOther.
 func (r *Route) UpstreamError(kind UpstreamErrorKind) {
+	if r == nil {
+		return
+	}
 	if kind >= numUpstreamErrorKinds {
 		kind = UpstreamOther
 	}

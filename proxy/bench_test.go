@@ -16,6 +16,10 @@ import (
 // newTestGateway serves yaml (with %s replaced by the upstream URL) through a
 // Gateway on a loopback listener.
 func newTestGateway(tb testing.TB, yaml string, upstream string) (*httptest.Server, *Gateway) {
+	return newGateway(tb, yaml, upstream, metrics.New())
+}
+
+func newGateway(tb testing.TB, yaml string, upstream string, m *metrics.Metrics) (*httptest.Server, *Gateway) {
 	tb.Helper()
 	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(yaml, upstream)), func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -23,7 +27,7 @@ func newTestGateway(tb testing.TB, yaml string, upstream string) (*httptest.Serv
 	}
 	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
 	tb.Cleanup(func() { store.Close() })
-	g := New(Options{Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	g := New(Options{Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	g.Load(cfg, store)
 	srv := httptest.NewServer(g)
 	tb.Cleanup(srv.Close)
@@ -42,23 +46,30 @@ routes:
       - {algorithm: token_bucket, limit: 1000000000, window: 1s, key: [header:X-API-Key]}
 `
 
-// BenchmarkRequestPath measures client -> sluice -> upstream over loopback,
-// on a route without limits and on one with a token_bucket that never
-// rejects, so the difference is what limiting costs.
+// BenchmarkRequestPath measures client -> sluice -> upstream over loopback.
+// plain is a route without limits; limited adds a token_bucket that never
+// rejects, so the difference is what limiting costs; bare is limited with
+// metrics and the access log off, so limited/bare is what observability
+// costs.
 func BenchmarkRequestPath(b *testing.B) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Write([]byte("ok"))
 	}))
 	defer up.Close()
-	srv, _ := newTestGateway(b, benchConfig, up.URL)
+	full, _ := newTestGateway(b, benchConfig, up.URL)
+	bare, _ := newGateway(b, benchConfig+"log: {access_log: false}\n", up.URL, nil)
 	tr := &http.Transport{MaxIdleConnsPerHost: 256}
 	defer tr.CloseIdleConnections()
 	c := &http.Client{Transport: tr}
-	for _, path := range []string{"/plain", "/limited"} {
-		b.Run(path[1:], func(b *testing.B) {
+	for _, bc := range []struct{ name, url string }{
+		{"plain", full.URL + "/plain"},
+		{"limited", full.URL + "/limited"},
+		{"bare", bare.URL + "/limited"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
-				req, _ := http.NewRequest("GET", srv.URL+path, nil)
+				req, _ := http.NewRequest("GET", bc.url, nil)
 				req.Header.Set("X-API-Key", "bench")
 				for pb.Next() {
 					resp, err := c.Do(req)

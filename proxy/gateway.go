@@ -26,7 +26,7 @@ type Options struct {
 	// Logger receives errors and, when AccessLog is on, one line per
 	// request. Default: slog.Default().
 	Logger *slog.Logger
-	// Metrics records what the gateway does. Required.
+	// Metrics records what the gateway does; nil records nothing.
 	Metrics *metrics.Metrics
 	// Transport reaches the upstreams; default NewTransport().
 	Transport http.RoundTripper
