@@ -1,0 +1,245 @@
+package ratelimit
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestDecideAllocs checks the hot path allocates nothing once a bucket
+// exists: one limit, and routes of two and three limits.
+func TestDecideAllocs(t *testing.T) {
+	pols := make([]*Policy, 0, len(Algorithms))
+	for _, a := range Algorithms {
+		pols = append(pols, benchPolicy(a))
+	}
+	routes := map[string][]Request{
+		"one":   {{Policy: pols[0], Key: "consumer-1"}},
+		"two":   {{Policy: pols[2], Key: "consumer-1"}, {Policy: pols[1], Key: "consumer-1"}},
+		"three": {{Policy: pols[3], Key: "consumer-1"}, {Policy: pols[4], Key: "10.0.0.1"}, {Policy: pols[0], Key: "consumer-1|10.0.0.1"}},
+	}
+	for _, a := range Algorithms {
+		routes[a.String()] = []Request{{Policy: benchPolicy(a), Key: "consumer-2"}}
+	}
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	ctx := context.Background()
+	for name, reqs := range routes {
+		out := make([]Decision, len(reqs))
+		i := 0
+		step := 10 * time.Millisecond // each limit's interval, so every request passes
+		if err := m.Decide(ctx, t0, reqs, out); err != nil {
+			t.Fatal(err)
+		}
+		allocs := testing.AllocsPerRun(1000, func() {
+			i++
+			m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
+		})
+		if allocs != 0 {
+			t.Errorf("%s: got %v allocs per Decide, want 0", name, allocs)
+		}
+		if !Admitted(reqs, out) {
+			t.Errorf("%s: got rejected at the end, want the virtual clock to keep admitting", name)
+		}
+	}
+}
+
+func fill(t *testing.T, m *MemoryStore, p *Policy, now time.Time, keys ...string) {
+	t.Helper()
+	out := make([]Decision, 1)
+	for _, k := range keys {
+		if err := m.Decide(context.Background(), now, []Request{{Policy: p, Key: k}}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// used reports whether the bucket holds state: a fresh one has its whole
+// budget.
+func used(t *testing.T, m *MemoryStore, p *Policy, now time.Time, key string) bool {
+	t.Helper()
+	d, err := m.Peek(context.Background(), now, Request{Policy: p, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Remaining < p.Capacity()
+}
+
+func TestMaxKeysEvictsLeastRecentlyUsed(t *testing.T) {
+	t.Parallel()
+	// 64 keys make one shard, so the LRU order is exact.
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
+	if len(m.shards) != 1 {
+		t.Fatalf("got %d shards, want 1", len(m.shards))
+	}
+	for i := range 64 {
+		fill(t, m, p, t0, "k"+strconv.Itoa(i))
+	}
+	fill(t, m, p, t0, "k0")  // k0 becomes the most recently used
+	fill(t, m, p, t0, "new") // evicts k1, the least recently used
+	if got, want := m.Len(), 64; got != want {
+		t.Errorf("got Len %d, want %d", got, want)
+	}
+	if !used(t, m, p, t0, "k0") {
+		t.Errorf("k0: got evicted, want kept (recently used)")
+	}
+	if used(t, m, p, t0, "k1") {
+		t.Errorf("k1: got kept, want evicted (least recently used)")
+	}
+	if !used(t, m, p, t0, "k2") {
+		t.Errorf("k2: got evicted, want kept")
+	}
+}
+
+func TestMaxKeysBound(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 1000, SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "tb", Algorithm: TokenBucket, Limit: 5, Window: time.Hour})
+	q := MustPolicy(Policy{Name: "log", Algorithm: SlidingWindowLog, Limit: 5, Window: time.Hour})
+	for i := range 10_000 {
+		fill(t, m, p, t0, "k"+strconv.Itoa(i))
+		fill(t, m, q, t0, "k"+strconv.Itoa(i))
+	}
+	if got := m.Len(); got > 1000 || got < 900 {
+		t.Errorf("got Len %d, want at most 1000 and close to it", got)
+	}
+	keys := m.Keys()
+	if got := keys["tb"] + keys["log"]; got != int64(m.Len()) {
+		t.Errorf("got Keys summing to %d, want Len %d", got, m.Len())
+	}
+}
+
+func TestEvictionSkipsWaitedBuckets(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 8, SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Hour, Queue: 3})
+	for i := range 8 {
+		fill(t, m, p, t0, "k"+strconv.Itoa(i))
+	}
+	s := &m.shards[0]
+	s.mu.Lock()
+	tail := s.lru.prev
+	tail.wq = &waitQueue{}
+	s.mu.Unlock()
+	fill(t, m, p, t0, "new")
+	s.mu.Lock()
+	_, kept := s.m[bucketHash(s.seed, p.Name, tail.key)]
+	tail.wq = nil
+	s.mu.Unlock()
+	if !kept {
+		t.Errorf("bucket %s with waiters: got evicted, want kept", tail.key)
+	}
+	if got, want := m.Len(), 8; got != want {
+		t.Errorf("got Len %d, want %d", got, want)
+	}
+}
+
+func TestHashCollisionsUseOverflow(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 3, Window: time.Hour})
+	s := &m.shards[0]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	const h = 42 // both keys forced onto one hash
+	a := s.getLocked(Request{Policy: p, Key: "a"}, h, m.perShard)
+	b := s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard)
+	if a == b {
+		t.Fatal("colliding keys: got one bucket, want two")
+	}
+	a.decideLocked(p, t0.UnixNano())
+	if got := s.lookupLocked(h, p.Name, "a"); got != a {
+		t.Errorf("lookup a: got %p, want %p", got, a)
+	}
+	if got := s.lookupLocked(h, p.Name, "b"); got != b {
+		t.Errorf("lookup b: got %p, want %p", got, b)
+	}
+	if got := s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard); got != b {
+		t.Errorf("get b again: got %p, want %p", got, b)
+	}
+	if got, want := len(s.m)+len(s.overflow), 2; got != want {
+		t.Errorf("got %d buckets, want %d", got, want)
+	}
+	// removeLocked rehashes, which does not give 42: drive the two maps
+	// directly as removal would.
+	delete(s.overflow, bucketKey{p.Name, "b"})
+	if got := s.lookupLocked(h, p.Name, "b"); got != nil {
+		t.Errorf("lookup b after removal: got %p, want nil", got)
+	}
+	if got := s.lookupLocked(h, p.Name, "a"); got != a {
+		t.Errorf("lookup a after b's removal: got %p, want %p", got, a)
+	}
+}
+
+func TestSweepRemovesIdleBuckets(t *testing.T) {
+	t.Parallel()
+	// One shard, so one LRU order.
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
+	defer m.Close()
+	short := MustPolicy(Policy{Name: "short", Algorithm: SlidingWindowCounter, Limit: 5, Window: time.Second})
+	long := MustPolicy(Policy{Name: "long", Algorithm: TokenBucket, Limit: 5, Window: time.Hour})
+	for _, p := range []*Policy{short, long} {
+		for _, a := range Algorithms {
+			q := MustPolicy(Policy{Name: p.Name + "-" + a.String(), Algorithm: a, Limit: p.Limit, Window: p.Window})
+			fill(t, m, q, t0, "a", "b")
+		}
+	}
+	fill(t, m, long, t0, "x")
+	fill(t, m, short, t0, "y") // the most recently used
+	if got := m.Sweep(t0); got != 0 {
+		t.Errorf("sweep at t0: got %d removed, want 0", got)
+	}
+	// The sweep walks from the least recently used end and stops at the
+	// first busy bucket: y, idle but used after the long ones, waits.
+	if got := m.Sweep(t0.Add(3 * time.Second)); got != 10 {
+		t.Errorf("sweep after the short windows: got %d removed, want 10", got)
+	}
+	keys := m.Keys()
+	if got, want := len(keys), 7; got != want || keys["short"] != 1 || keys["long"] != 1 {
+		t.Errorf("got Keys %v, want the 5 long policies, long and short with 1 each", keys)
+	}
+	if got := m.Sweep(t0.Add(2 * time.Hour)); got != 12 {
+		t.Errorf("sweep after the long windows: got %d removed, want 12", got)
+	}
+	if got := m.Len(); got != 0 {
+		t.Errorf("got Len %d, want 0", got)
+	}
+}
+
+func TestSweeperStopsWithClose(t *testing.T) {
+	t.Parallel()
+	far := t0.Add(24 * time.Hour)
+	m := NewMemoryStore(MemoryOptions{SweepInterval: time.Millisecond, Clock: func() time.Time { return far }})
+	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Minute})
+	fill(t, m, p, t0, "a", "b", "c")
+	// The sweeper runs on its own: the buckets, idle by its clock, go.
+	deadline := time.Now().Add(5 * time.Second)
+	for m.Len() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := m.Len(); got != 0 {
+		t.Errorf("after the sweeper ran: got Len %d, want 0", got)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-m.done:
+	default:
+		t.Fatal("after Close: sweeper still running, want it stopped")
+	}
+	// Close is idempotent and the store still answers.
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, m, p, t0, "a")
+	if got := m.Len(); got != 1 {
+		t.Errorf("after Close: got Len %d, want 1", got)
+	}
+}

@@ -1,0 +1,204 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// waiting returns the departures of r's bucket's waiters, in queue order.
+func waiting(m *MemoryStore, r Request) []time.Duration {
+	h := m.hash(r.Policy.Name, r.Key)
+	s := m.shardOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.lookupLocked(h, r.Policy.Name, r.Key)
+	if e == nil || e.wq == nil {
+		return nil
+	}
+	var out []time.Duration
+	for w := e.wq.head; w != nil; w = w.next {
+		out = append(out, time.Duration(w.dep))
+	}
+	return out
+}
+
+// waitFor polls until r's bucket has n waiters. Registration happens on
+// the waiters' goroutines; this only waits for them to get there.
+func waitFor(t *testing.T, m *MemoryStore, r Request, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(waiting(m, r)) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d waiters, want %d", len(waiting(m, r)), n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestWaitGiveUpMovesTheQueue queues five requests behind a sixth that
+// leaves at once; the second waiter gives up, and the three behind it each
+// leave one interval earlier than planned, in order, still spaced.
+func TestWaitGiveUpMovesTheQueue(t *testing.T) {
+	t.Parallel()
+	const interval = 20 * time.Millisecond
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 50, Window: time.Second, Queue: 5})
+	r := Request{Policy: p, Key: "k"}
+	now := time.Now()
+	out := make([]Decision, 1)
+	m.Decide(context.Background(), now, []Request{r}, out) // leaves at once
+	ds := make([]Decision, 5)
+	for i := range ds {
+		m.Decide(context.Background(), now, []Request{r}, out)
+		ds[i] = out[0]
+		if want := time.Duration(i+1) * interval; ds[i].Delay != want {
+			t.Fatalf("waiter %d: got Delay %v, want %v", i+1, ds[i].Delay, want)
+		}
+	}
+	ctxs := make([]context.Context, 5)
+	cancels := make([]context.CancelFunc, 5)
+	for i := range ctxs {
+		ctxs[i], cancels[i] = context.WithCancel(context.Background())
+		defer cancels[i]()
+	}
+	type result struct {
+		err  error
+		left time.Time
+	}
+	results := make([]result, 5)
+	var order []int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range ds {
+		wg.Go(func() {
+			err := m.Wait(ctxs[i], r, ds[i])
+			mu.Lock()
+			results[i] = result{err, time.Now()}
+			order = append(order, i)
+			mu.Unlock()
+		})
+	}
+	waitFor(t, m, r, 5)
+	cancels[1]()
+	waitFor(t, m, r, 4)
+	cancelled := time.Now()
+
+	// The queue moved at once: the exact departures are in the store.
+	got := waiting(m, r)
+	base := time.Duration(now.UnixNano())
+	want := []time.Duration{base + interval, base + 2*interval, base + 3*interval, base + 4*interval}
+	for i := range want {
+		if i >= len(got) || got[i] != want[i] {
+			t.Fatalf("departures after the give-up: got %v, want %v (offsets from the decision)", offsets(got, base), offsets(want, base))
+		}
+	}
+	// The bucket's next departure moved too: a new request takes the
+	// place the last waiter left, not one behind it.
+	m.Decide(context.Background(), now, []Request{r}, out)
+	if got, want := out[0].Delay, 5*interval; got != want {
+		t.Errorf("new request after the give-up: got Delay %v, want %v", got, want)
+	}
+	cancels[4]() // keep the new one out of the way: give the fifth up too
+	wg.Wait()
+
+	if !errors.Is(results[1].err, context.Canceled) {
+		t.Errorf("cancelled waiter: got %v, want %v", results[1].err, context.Canceled)
+	}
+	if took := results[1].left.Sub(cancelled); took > interval {
+		t.Errorf("cancelled waiter returned %v after its cancel, want promptly", took)
+	}
+	for _, i := range []int{0, 2, 3} {
+		if results[i].err != nil {
+			t.Errorf("waiter %d: got %v, want nil", i+1, results[i].err)
+		}
+		// Timers never fire early; the moved ones leave one interval
+		// before their original plan.
+		planned := ds[i].Departure
+		if i > 1 {
+			planned = planned.Add(-interval)
+		}
+		if early := planned.Sub(results[i].left); early > time.Millisecond {
+			t.Errorf("waiter %d left %v before its departure, want at or after it", i+1, early)
+		}
+	}
+	// Order preserved and spacing kept, with slack for a loaded machine.
+	var left []int
+	for _, i := range order {
+		if i != 1 && i != 4 {
+			left = append(left, i)
+		}
+	}
+	if len(left) != 3 || left[0] != 0 || left[1] != 2 || left[2] != 3 {
+		t.Errorf("got departure order %v, want [0 2 3]", left)
+	}
+	for _, pair := range [][2]int{{0, 2}, {2, 3}} {
+		if gap := results[pair[1]].left.Sub(results[pair[0]].left); gap < interval/2 {
+			t.Errorf("waiters %d and %d left %v apart, want about %v", pair[0]+1, pair[1]+1, gap, interval)
+		}
+	}
+}
+
+func offsets(ds []time.Duration, base time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d - base
+	}
+	return out
+}
+
+// TestWaitUsesClock checks that Wait arms its timer from the store's
+// clock, not the machine's: a clock running ahead lets it leave at once.
+func TestWaitUsesClock(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0.Add(time.Hour) }})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: 1})
+	r := Request{Policy: p, Key: "k"}
+	out := make([]Decision, 1)
+	m.Decide(context.Background(), t0, []Request{r}, out)
+	m.Decide(context.Background(), t0, []Request{r}, out)
+	if out[0].Delay != time.Minute {
+		t.Fatalf("got Delay %v, want 1m", out[0].Delay)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Wait(ctx, r, out[0]); err != nil {
+		t.Errorf("Wait with the clock an hour past the departure: got %v, want nil", err)
+	}
+	if got := waiting(m, r); got != nil {
+		t.Errorf("after Wait: got waiters %v, want none (the list exists only while requests wait)", got)
+	}
+}
+
+// TestWaitGiveUpAfterReset checks that a waiter whose bucket was reset by
+// a settings change leaves the new schedule alone when it gives up.
+func TestWaitGiveUpAfterReset(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: 2})
+	r := Request{Policy: p, Key: "k"}
+	now := time.Now()
+	out := make([]Decision, 1)
+	m.Decide(context.Background(), now, []Request{r}, out)
+	m.Decide(context.Background(), now, []Request{r}, out)
+	d := out[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Wait(ctx, r, d) }()
+	waitFor(t, m, r, 1)
+	q := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 2, Window: time.Minute, Queue: 2})
+	m.Decide(context.Background(), now, []Request{{Policy: q, Key: "k"}}, out)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want %v", err, context.Canceled)
+	}
+	m.Decide(context.Background(), now, []Request{{Policy: q, Key: "k"}}, out)
+	if got, want := out[0].Delay, 30*time.Second; got != want {
+		t.Errorf("second request under the new settings: got Delay %v, want %v", got, want)
+	}
+}
