@@ -27,7 +27,7 @@ type slotGroup struct {
 // slots. Limits that share a slot are decided by one script, exactly as in
 // standalone mode. Across slots it runs the groups without a leaky_bucket
 // limit first, in parallel; only if they all admit does it run the group
-// that queues; and when any group rejects it gives back what the others
+// that queues (otherwise it only judges it, taking nothing); and when any group rejects it gives back what the others
 // took with a compensating script. Each limit stays exact on its own; that
 // a rejected request consumes nothing elsewhere holds once the
 // compensation has run (see docs/redis.md).
@@ -52,7 +52,7 @@ func (s *Store) decideCluster(ctx context.Context, c rueidis.Client, now time.Ti
 		s.compensate(ctx, c, now, first)
 		return err
 	}
-	mode := modeLook
+	mode := modeJudge
 	if admitted {
 		mode = modeTake
 	}

@@ -25,10 +25,11 @@ var (
 
 // Script modes, ARGV[5] of decide.lua.
 const (
-	modeTake = "1"
-	modeLook = "0"
-	modePeek = "0r"
-	modeUndo = "u"
+	modeTake  = "1"
+	modeLook  = "0"
+	modePeek  = "0r"
+	modeJudge = "j"
+	modeUndo  = "u"
 )
 
 // fieldsPerLimit is the number of reply integers per limit.

@@ -13,7 +13,8 @@
 -- ARGV[2]   extra TTL in ms added to every PEXPIRE (virtual clocks)
 -- ARGV[3]   token unique to this call: sliding log members are token:i
 -- ARGV[4]   tail token of a leaky_bucket request: the caller's time in ns
--- ARGV[5]   mode: '1' decide (take one), '0' look (take none), 'u' undo
+-- ARGV[5]   mode: '1' decide (take one), '0' look (take none), '0r' look
+--           read-only, 'j' judge (decide, take none), 'u' undo
 -- ARGV[6]   undo: the time in us of the decision being undone
 -- ARGV[6+8*(i-1)+1..8] per limit: algorithm (ratelimit.Algorithm: 1 token,
 --           2 leaky, 3 fixed, 4 sliding log, 5 sliding counter), limit, window us, interval us,
@@ -381,9 +382,12 @@ if mode == 'u' then
   return out
 end
 
-local cost = tonumber(mode)
+-- Mode 'j' judges: it decides as if taking, then takes nothing, as when
+-- a limit decided elsewhere (another slot) has rejected the request.
+local cost = 1
+if mode == '0' then cost = 0 end
 local took, tails = {}, {}
-local admitted = true
+local admitted = mode ~= 'j'
 for i = 1, n do
   local d, t, old = step(i, cost)
   put(i, d)

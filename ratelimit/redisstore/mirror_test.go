@@ -62,17 +62,25 @@ func sameDecision(got, want ratelimit.Decision) bool {
 // (the steps themselves) and wants identical decisions.
 func TestMirrorsMemoryStore(t *testing.T) {
 	srv := redistest.Start(t)
-	for seed := range uint64(6) {
+	runMirror(t, Options{Addresses: []string{srv.Addr()}}, 6, 1500)
+}
+
+// runMirror runs seeds random sequences of steps requests each through a
+// caller-time store with options o and through a memory store.
+func runMirror(t *testing.T, o Options, seeds uint64, steps int) {
+	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			t.Parallel()
 			r := rand.New(rand.NewPCG(seed, 99))
-			rs := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, KeyPrefix: fmt.Sprintf("mirror%d:", seed)})
+			o := o
+			o.CallerTime, o.KeyPrefix = true, fmt.Sprintf("mirror%d:", seed)
+			rs := newStore(t, o)
 			ms := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
 			defer ms.Close()
 			ps := mirrorPolicies(r, 10)
 			ctx := context.Background()
 			now := t0
-			for step := range 1500 {
+			for step := range steps {
 				switch x := r.IntN(100); {
 				case x < 40:
 				case x < 80:

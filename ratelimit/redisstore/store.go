@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,7 +182,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 func (s *Store) clientOption() rueidis.ClientOption {
 	o := s.o
 	co := rueidis.ClientOption{
-		InitAddress:  o.Addresses,
+		InitAddress:  slices.Clone(o.Addresses), // ShuffleInit shuffles in place
 		Username:     o.Username,
 		Password:     o.Password,
 		SelectDB:     o.DB,
