@@ -197,3 +197,30 @@ func TestLeakyAcrossInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestSlidingLogKeysExpire drops log entries (which writes the log's
+// settled key) and checks both keys carry a TTL.
+func TestSlidingLogKeysExpire(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true})
+	r := ratelimit.Request{Policy: policyOf(t, "log", ratelimit.SlidingWindowLog, 2, time.Second), Key: "k"}
+	out := make([]ratelimit.Decision, 1)
+	for _, at := range []time.Duration{0, 100 * time.Millisecond, 1500 * time.Millisecond} {
+		if err := s.Decide(context.Background(), t0.Add(at), []ratelimit.Request{r}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := Key("sluice:", r)
+	for _, key := range []string{k, k + ":s"} {
+		ttl, err := strconv.Atoi(srv.Do("PTTL", key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if max := (time.Second + CallerTimeSlack).Milliseconds(); ttl <= 0 || int64(ttl) > max {
+			t.Errorf("key %q: got PTTL %d, want in (0, %d]", key, ttl, max)
+		}
+	}
+	if got := srv.Do("ZCARD", k); got != "1" {
+		t.Errorf("log after the window passed: got %s entries, want 1", got)
+	}
+}

@@ -19,7 +19,8 @@ var givebackScript = rueidis.NewLuaScript(givebackSource)
 // Wait implements ratelimit.Store: the request's own goroutine sleeps until
 // d.Departure. A request whose ctx ends first gives its departure slot back
 // when it is still the last in the queue, in Redis (one small script) and
-// in the Fallback store, whichever decided it.
+// in the Fallback store, whichever decided it. Call it on the Store that
+// made the decision: the queue knows its tail by that store's identity.
 func (s *Store) Wait(ctx context.Context, r ratelimit.Request, d ratelimit.Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
 		return ctx.Err()
