@@ -78,6 +78,9 @@ func TestThroughputAgainstRedisBenchmark(t *testing.T) {
 		cmd := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port()), "-c", strconv.Itoa(c), "-n", strconv.Itoa(n), "-q",
 			"EVALSHA", sha, "1"}, keys...)
 		cmd = append(cmd, args...)
+		if c == 64 {
+			t.Logf("reference: redis-benchmark %q", cmd)
+		}
 		out, err := exec.Command(bench, cmd...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("redis-benchmark: %v\n%s", err, out)
