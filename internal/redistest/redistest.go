@@ -39,6 +39,7 @@ type Server struct {
 	port int
 	args []string
 	dir  string
+	conf string // config file, for a sentinel; first on the command line
 
 	mu     sync.Mutex
 	proc   *os.Process // nil while stopped
@@ -129,14 +130,20 @@ func (s *Server) Restart() {
 func (s *Server) start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
 		"--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
+	)
+	if s.conf == "" {
+		args = append(args, "--save", "", "--appendonly", "no")
+	}
+	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting redis-server: %w", err)
@@ -145,7 +152,9 @@ func (s *Server) start() error {
 	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if reply, err := Command(s.Addr(), "PING"); err == nil && reply == "PONG" {
+		// A server that requires a password answers NOAUTH: it is up.
+		reply, err := Command(s.Addr(), "PING")
+		if err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
 			break
 		}
 		select {

@@ -58,3 +58,15 @@ func TestPauseResume(t *testing.T) {
 		t.Fatalf("PING after Resume: got %q, want PONG", got)
 	}
 }
+
+func TestStartSentinel(t *testing.T) {
+	m := Start(t)
+	addr := StartSentinel(t, m.Addr(), "main")
+	got, err := Command(addr, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Replace(m.Addr(), ":", "\n", 1); got != want {
+		t.Errorf("got master %q, want %q", got, want)
+	}
+}

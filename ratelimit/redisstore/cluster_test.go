@@ -52,7 +52,8 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("limits in different slots", func(t *testing.T) {
-		s := open(t, Options{})
+		var trips atomic.Int64
+		s := open(t, Options{Observe: func(time.Duration, error) { trips.Add(1) }})
 		wide := policyOf(t, "cluster-wide", ratelimit.FixedWindow, 1000, time.Hour)
 		gate := policyOf(t, "cluster-gate", ratelimit.TokenBucket, 1, time.Hour)
 		shape := ratelimit.MustPolicy(ratelimit.Policy{Name: "cluster-shape", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: time.Hour, Queue: 5})
@@ -64,8 +65,6 @@ func TestCluster(t *testing.T) {
 		if len(slots) != 3 {
 			t.Fatalf("test keys share slots %v; pick other keys", slots)
 		}
-		var trips atomic.Int64
-		s.o.Observe = func(time.Duration, error) { trips.Add(1) }
 		out := make([]ratelimit.Decision, len(reqs))
 		admitted := 0
 		for range 5 {
@@ -99,7 +98,8 @@ func TestCluster(t *testing.T) {
 		}
 		// Admitted: two groups in parallel, then the queue. Rejected: two
 		// groups, then the compensation and a look at the queue.
-		if got, want := trips.Load(), int64(3+4*4+2); got != want {
+		// The idle prober may add one ping.
+		if got, want := trips.Load(), int64(3+4*4+2); got != want && got != want+1 {
 			t.Errorf("got %d round trips, want %d", got, want)
 		}
 	})
