@@ -40,7 +40,7 @@ func BenchmarkDecide(b *testing.B) {
 			// call 1/nkeys as often, so the step shrinks accordingly.
 			step := max(p.Interval()/time.Duration(nkeys), time.Nanosecond)
 			b.Run(name+"/serial", func(b *testing.B) {
-				m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+				m := benchStore(p, keys)
 				defer m.Close()
 				reqs := []Request{{Policy: p}}
 				out := make([]Decision, 1)
@@ -53,7 +53,7 @@ func BenchmarkDecide(b *testing.B) {
 				}
 			})
 			b.Run(name+"/parallel", func(b *testing.B) {
-				m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+				m := benchStore(p, keys)
 				defer m.Close()
 				var clock atomic.Int64
 				ctx := context.Background()
@@ -62,7 +62,19 @@ func BenchmarkDecide(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					reqs := []Request{{Policy: p}}
 					out := make([]Decision, 1)
-					i := int(clock.Add(7919))
+					if nkeys == 1 {
+						// One bucket: every goroutine reads one shared
+						// clock, as callers of time.Now would.
+						reqs[0].Key = keys[0]
+						for pb.Next() {
+							m.Decide(ctx, t0.Add(time.Duration(clock.Add(1))*step), reqs, out)
+						}
+						return
+					}
+					// Many buckets: each goroutine walks the keys from
+					// its own place on a clock of its own, as cores
+					// serving different consumers do.
+					i := int(clock.Add(int64(nkeys / 7)))
 					for pb.Next() {
 						i++
 						reqs[0].Key = keys[i%nkeys]
@@ -72,4 +84,48 @@ func BenchmarkDecide(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchStore returns a store that already tracks every key, so a
+// benchmark measures decisions, not the creation of buckets.
+func benchStore(p *Policy, keys []string) *MemoryStore {
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	reqs := []Request{{Policy: p}}
+	out := make([]Decision, 1)
+	for _, k := range keys {
+		reqs[0].Key = k
+		m.Decide(context.Background(), time.Time{}, reqs, out)
+	}
+	return m
+}
+
+// BenchmarkDecideRoute measures a route of three limits decided together
+// (sliding_window_log on the API key, fixed_window on the client address,
+// token_bucket on both), over 100,000 consumers.
+func BenchmarkDecideRoute(b *testing.B) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	log := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 100, Window: time.Second})
+	fw := MustPolicy(Policy{Name: "per-ip", Algorithm: FixedWindow, Limit: 100, Window: time.Second})
+	tb := MustPolicy(Policy{Name: "api", Algorithm: TokenBucket, Limit: 100, Window: time.Second})
+	const n = 100_000
+	keys := benchKeys(n)
+	routes := make([][]Request, n)
+	for i := range routes {
+		routes[i] = []Request{{Policy: log, Key: keys[i]}, {Policy: fw, Key: keys[(i*7)%n]}, {Policy: tb, Key: keys[(i*13)%n]}}
+	}
+	step := 10 * time.Millisecond / n
+	b.Run("serial", func(b *testing.B) {
+		m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+		defer m.Close()
+		out := make([]Decision, 3)
+		ctx := context.Background()
+		for i := range routes {
+			m.Decide(ctx, t0, routes[i], out)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			m.Decide(ctx, t0.Add(time.Duration(i)*step), routes[i%n], out)
+		}
+	})
 }

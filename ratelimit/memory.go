@@ -10,8 +10,9 @@ import (
 
 // MemoryOptions configure a MemoryStore. The zero value gives the defaults.
 type MemoryOptions struct {
-	// MaxKeys bounds the tracked buckets; beyond it the least recently used
-	// bucket of the shard is evicted. Default 1,000,000.
+	// MaxKeys bounds the tracked buckets; beyond it a bucket of the shard
+	// not used lately is evicted (CLOCK, an approximation of least
+	// recently used). Default 1,000,000.
 	MaxKeys int
 	// SweepInterval is how often idle buckets are removed. Default 10s;
 	// negative turns the sweeper off (Sweep can still be called).
@@ -25,8 +26,17 @@ type MemoryOptions struct {
 // MemoryStore keeps limiter state in process memory, in shards each guarded
 // by its own mutex, so decisions for different keys rarely contend. Idle
 // buckets are removed by a background sweep; the number of buckets is
-// bounded by MaxKeys with least-recently-used eviction per shard. It is safe
-// for concurrent use. Create it with NewMemoryStore and stop it with Close.
+// bounded by MaxKeys, each shard holding its share.
+//
+// Eviction is CLOCK: a decision only marks its bucket used, and a hand
+// walking the shard's buckets clears marks until it finds an unmarked one,
+// which goes. A bucket used since the hand last passed survives; one used
+// once and never again goes first, so a flood of one-off keys displaces
+// little. Unlike a least-recently-used list this touches no other bucket
+// on the hot path. Buckets with requests in Wait are never evicted.
+//
+// It is safe for concurrent use. Create it with NewMemoryStore and stop it
+// with Close.
 type MemoryStore struct {
 	shards   []memShard
 	mask     uint64
@@ -45,16 +55,17 @@ type bucketKey struct {
 	policy, key string
 }
 
-// entry is one bucket. It sits in its shard's map and LRU list. The policy
+// entry is one bucket. It sits in its shard's map and ring. The policy
 // name half of the bucket's identity is pol.Name: a lookup only ever hands
 // the entry a policy of the same name.
 type entry struct {
-	prev, next *entry
-	key        string
-	pol        *Policy
-	s          [3]int64 // scalar state of every algorithm but the log
-	log        *SlidingLogState
-	wq         *waitQueue // leaky_bucket requests in Wait; nil when none
+	key  string
+	pol  *Policy
+	s    [3]int64 // scalar state of every algorithm but the log
+	log  *SlidingLogState
+	wq   *waitQueue // leaky_bucket requests in Wait; nil when none
+	slot int32      // index in the shard's ring
+	used bool       // decided since the clock hand last passed
 }
 
 // memShard holds a share of the buckets. The map is keyed by the bucket's
@@ -64,7 +75,8 @@ type memShard struct {
 	mu       sync.Mutex
 	m        map[uint64]*entry
 	overflow map[bucketKey]*entry
-	lru      entry            // sentinel: lru.next is the most recently used
+	ring     []*entry         // every bucket, in no order; the hand walks it
+	hand     int
 	counts   map[string]int64 // buckets per policy name
 	seed     maphash.Seed     // the store's, to find an entry's slot again
 	_        [64]byte         // keeps neighbouring shards' locks off one cache line
@@ -99,7 +111,6 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 		s.m = make(map[uint64]*entry)
 		s.counts = make(map[string]int64)
 		s.seed = m.seed
-		s.lru.next, s.lru.prev = &s.lru, &s.lru
 	}
 	if o.SweepInterval > 0 {
 		go m.sweepLoop(o.SweepInterval)
@@ -222,7 +233,7 @@ func (m *MemoryStore) Len() int {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		n += len(s.m) + len(s.overflow)
+		n += len(s.ring)
 		s.mu.Unlock()
 	}
 	return n
@@ -250,24 +261,28 @@ func (m *MemoryStore) sweepLoop(every time.Duration) {
 	}
 }
 
-// Sweep removes the buckets that are idle at now, least recently used
-// first, and returns how many it removed. A bucket is idle when its state
-// equals a fresh one. Each shard is locked in turn, never all.
+// Sweep removes the buckets that are idle at now and returns how many it
+// removed. A bucket is idle when its state equals a fresh one. It locks one
+// shard at a time, for a bounded stretch of buckets each time.
 func (m *MemoryStore) Sweep(now time.Time) int {
+	const stretch = 1024
 	t := now.UnixNano()
 	removed := 0
 	for i := range m.shards {
 		s := &m.shards[i]
-		s.mu.Lock()
-		// Walk from the least recently used end; stop at the first busy
-		// bucket so a sweep never scans a shard that is mostly in use.
-		for e := s.lru.prev; e != &s.lru && e.wq == nil && e.idleAt() <= t; {
-			prev := e.prev
-			s.removeLocked(e)
-			removed++
-			e = prev
+		for at, done := 0, false; !done; {
+			s.mu.Lock()
+			for n := 0; n < stretch && at < len(s.ring); n++ {
+				if e := s.ring[at]; e.wq == nil && e.idleAt() <= t {
+					s.removeLocked(e) // the last bucket moves to at
+					removed++
+				} else {
+					at++
+				}
+			}
+			done = at >= len(s.ring)
+			s.mu.Unlock()
 		}
-		s.mu.Unlock()
 	}
 	return removed
 }
@@ -288,16 +303,16 @@ func (s *memShard) lookupLocked(h uint64, policy, key string) *entry {
 func (s *memShard) getLocked(r Request, h uint64, limit int) *entry {
 	if e := s.lookupLocked(h, r.Policy.Name, r.Key); e != nil {
 		e.refreshLocked(r.Policy)
-		if s.lru.next != e {
-			e.prev.next, e.next.prev = e.next, e.prev
-			s.pushFrontLocked(e)
-		}
+		e.used = true
 		return e
 	}
-	if len(s.m)+len(s.overflow) >= limit {
+	if len(s.ring) >= limit {
 		s.evictLocked()
 	}
-	e := &entry{key: r.Key, pol: r.Policy}
+	// A new bucket starts unmarked: it survives the hand only once used
+	// again.
+	e := &entry{key: r.Key, pol: r.Policy, slot: int32(len(s.ring))}
+	s.ring = append(s.ring, e)
 	if r.Policy.Algorithm == SlidingWindowLog {
 		e.log = new(SlidingLogState)
 	}
@@ -310,32 +325,35 @@ func (s *memShard) getLocked(r Request, h uint64, limit int) *entry {
 		s.m[h] = e
 	}
 	s.counts[r.Policy.Name]++
-	s.pushFrontLocked(e)
 	return e
 }
 
-// evictLocked removes the least recently used bucket that no request is
-// waiting on.
+// evictLocked removes a bucket not used since the clock hand last passed
+// and that no request is waiting on. Two turns of the hand clear every
+// mark, so it finds one unless every bucket has waiters.
 func (s *memShard) evictLocked() {
-	for e := s.lru.prev; e != &s.lru; e = e.prev {
-		if e.wq == nil {
+	for range 2 * len(s.ring) {
+		if s.hand >= len(s.ring) {
+			s.hand = 0
+		}
+		e := s.ring[s.hand]
+		if !e.used && e.wq == nil {
 			s.removeLocked(e)
 			return
 		}
+		e.used = false
+		s.hand++
 	}
-}
-
-func (s *memShard) pushFrontLocked(e *entry) {
-	e.prev, e.next = &s.lru, s.lru.next
-	s.lru.next.prev = e
-	s.lru.next = e
 }
 
 // removeLocked drops e from the shard. The entry does not keep its hash;
 // hashing it again on removal is cheaper than eight bytes per bucket.
 func (s *memShard) removeLocked(e *entry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-	e.prev, e.next = nil, nil
+	last := len(s.ring) - 1
+	s.ring[e.slot] = s.ring[last]
+	s.ring[e.slot].slot = e.slot
+	s.ring[last] = nil
+	s.ring = s.ring[:last]
 	name := e.pol.Name
 	if s.overflow != nil {
 		k := bucketKey{name, e.key}

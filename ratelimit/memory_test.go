@@ -66,9 +66,9 @@ func used(t *testing.T, m *MemoryStore, p *Policy, now time.Time, key string) bo
 	return d.Remaining < p.Capacity()
 }
 
-func TestMaxKeysEvictsLeastRecentlyUsed(t *testing.T) {
+func TestMaxKeysEvictsUnused(t *testing.T) {
 	t.Parallel()
-	// 64 keys make one shard, so the LRU order is exact.
+	// 64 keys make one shard, so one clock hand.
 	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
 	defer m.Close()
 	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
@@ -78,8 +78,8 @@ func TestMaxKeysEvictsLeastRecentlyUsed(t *testing.T) {
 	for i := range 64 {
 		fill(t, m, p, t0, "k"+strconv.Itoa(i))
 	}
-	fill(t, m, p, t0, "k0")  // k0 becomes the most recently used
-	fill(t, m, p, t0, "new") // evicts k1, the least recently used
+	fill(t, m, p, t0, "k0")  // k0 is used again
+	fill(t, m, p, t0, "new") // the hand spares k0 and evicts k1, used once
 	if got, want := m.Len(), 64; got != want {
 		t.Errorf("got Len %d, want %d", got, want)
 	}
@@ -87,7 +87,7 @@ func TestMaxKeysEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Errorf("k0: got evicted, want kept (recently used)")
 	}
 	if used(t, m, p, t0, "k1") {
-		t.Errorf("k1: got kept, want evicted (least recently used)")
+		t.Errorf("k1: got kept, want evicted (not used since created)")
 	}
 	if !used(t, m, p, t0, "k2") {
 		t.Errorf("k2: got evicted, want kept")
@@ -123,7 +123,7 @@ func TestEvictionSkipsWaitedBuckets(t *testing.T) {
 	}
 	s := &m.shards[0]
 	s.mu.Lock()
-	tail := s.lru.prev
+	tail := s.ring[s.hand] // unmarked: the hand's next victim but for waiters
 	tail.wq = &waitQueue{}
 	s.mu.Unlock()
 	fill(t, m, p, t0, "new")
@@ -179,8 +179,7 @@ func TestHashCollisionsUseOverflow(t *testing.T) {
 
 func TestSweepRemovesIdleBuckets(t *testing.T) {
 	t.Parallel()
-	// One shard, so one LRU order.
-	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 	defer m.Close()
 	short := MustPolicy(Policy{Name: "short", Algorithm: SlidingWindowCounter, Limit: 5, Window: time.Second})
 	long := MustPolicy(Policy{Name: "long", Algorithm: TokenBucket, Limit: 5, Window: time.Hour})
@@ -195,17 +194,15 @@ func TestSweepRemovesIdleBuckets(t *testing.T) {
 	if got := m.Sweep(t0); got != 0 {
 		t.Errorf("sweep at t0: got %d removed, want 0", got)
 	}
-	// The sweep walks from the least recently used end and stops at the
-	// first busy bucket: y, idle but used after the long ones, waits.
-	if got := m.Sweep(t0.Add(3 * time.Second)); got != 10 {
-		t.Errorf("sweep after the short windows: got %d removed, want 10", got)
+	if got := m.Sweep(t0.Add(3 * time.Second)); got != 11 {
+		t.Errorf("sweep after the short windows: got %d removed, want 11 (every short bucket)", got)
 	}
 	keys := m.Keys()
-	if got, want := len(keys), 7; got != want || keys["short"] != 1 || keys["long"] != 1 {
-		t.Errorf("got Keys %v, want the 5 long policies, long and short with 1 each", keys)
+	if got, want := len(keys), 6; got != want || keys["long"] != 1 || keys["short"] != 0 {
+		t.Errorf("got Keys %v, want the 5 long-* policies and long", keys)
 	}
-	if got := m.Sweep(t0.Add(2 * time.Hour)); got != 12 {
-		t.Errorf("sweep after the long windows: got %d removed, want 12", got)
+	if got := m.Sweep(t0.Add(2 * time.Hour)); got != 11 {
+		t.Errorf("sweep after the long windows: got %d removed, want 11", got)
 	}
 	if got := m.Len(); got != 0 {
 		t.Errorf("got Len %d, want 0", got)
