@@ -75,7 +75,7 @@ type memShard struct {
 	mu       sync.Mutex
 	m        map[uint64]*entry
 	overflow map[bucketKey]*entry
-	ring     []*entry         // every bucket, in no order; the hand walks it
+	ring     []*entry // every bucket, in no order; the hand walks it
 	hand     int
 	counts   map[string]int64 // buckets per policy name
 	seed     maphash.Seed     // the store's, to find an entry's slot again
