@@ -15,6 +15,7 @@ type slotGroup struct {
 	idx      []int // indexes into the request's limits
 	reqs     []ratelimit.Request
 	out      []ratelimit.Decision
+	starts   []int64 // window starts the decision counted in, us
 	leaky    bool
 	token    string
 	at       int64 // the script's decision time, us
@@ -81,7 +82,7 @@ func (s *Store) runGroups(ctx context.Context, c rueidis.Client, now time.Time, 
 	for _, g := range gs {
 		wg.Go(func() {
 			keys, args := s.call(now, g.reqs, mode, g.token, "", nil)
-			g.at, g.err = s.run(ctx, c, decideScript, keys, args, now, g.reqs, g.out)
+			g.at, g.err = s.run(ctx, c, decideScript, keys, args, now, g.reqs, g.out, g.starts)
 			g.ran = g.err == nil
 			g.consumed = g.ran && mode == modeTake && ratelimit.Admitted(g.reqs, g.out)
 		})
@@ -105,20 +106,27 @@ func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time,
 			continue
 		}
 		wg.Go(func() {
-			undo := make([]bool, len(g.reqs))
-			for j := range g.reqs {
-				undo[j] = g.out[j].Allowed
+			undo := make([]string, len(g.reqs))
+			for j, r := range g.reqs {
+				switch {
+				case !g.out[j].Allowed:
+					undo[j] = "-"
+				case r.Policy.Algorithm == ratelimit.FixedWindow || r.Policy.Algorithm == ratelimit.SlidingWindowCounter:
+					undo[j] = formatInt(g.starts[j])
+				default:
+					undo[j] = "1"
+				}
 			}
 			keys, args := s.call(now, g.reqs, modeUndo, g.token, formatInt(g.at), undo)
 			got := make([]ratelimit.Decision, len(g.reqs))
-			if _, err := s.run(ctx, c, decideScript, keys, args, now, g.reqs, got); err != nil {
+			if _, err := s.run(ctx, c, decideScript, keys, args, now, g.reqs, got, nil); err != nil {
 				// The budget stays taken until the keys expire; the
 				// decisions still report the rejection correctly.
 				return
 			}
 			g.consumed = false
 			for j := range g.reqs {
-				if undo[j] {
+				if undo[j] != "-" {
 					g.out[j] = got[j]
 				}
 			}
@@ -157,6 +165,7 @@ func groupBySlot(prefix string, reqs []ratelimit.Request) []*slotGroup {
 	}
 	for _, g := range groups {
 		g.out = make([]ratelimit.Decision, len(g.reqs))
+		g.starts = make([]int64, len(g.reqs))
 	}
 	return groups
 }

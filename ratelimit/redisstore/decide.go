@@ -16,24 +16,21 @@ import (
 //go:embed decide.lua
 var decideSource string
 
-// decideScript takes budget; peekScript runs the same source read-only
-// (EVALSHA_RO) in look mode.
-var (
-	decideScript = rueidis.NewLuaScript(decideSource)
-	peekScript   = rueidis.NewLuaScriptReadOnly(decideSource)
-)
+// decideScript decides, looks (Peek) and gives back. A look takes no
+// budget but, like the memory store's Peek, drops sliding log entries that
+// have left the window, so it is not a read-only script.
+var decideScript = rueidis.NewLuaScript(decideSource)
 
 // Script modes, ARGV[5] of decide.lua.
 const (
 	modeTake  = "1"
 	modeLook  = "0"
-	modePeek  = "0r"
 	modeJudge = "j"
 	modeUndo  = "u"
 )
 
 // fieldsPerLimit is the number of reply integers per limit.
-const fieldsPerLimit = 5
+const fieldsPerLimit = 6
 
 // ErrUnavailable is wrapped by the errors of calls that cannot follow
 // OnError (Peek with "allow" or "deny") while Redis is unreachable.
@@ -69,7 +66,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 	return nil
 }
 
-// Peek implements ratelimit.Store with a read-only script. While Redis is
+// Peek implements ratelimit.Store: one script that takes nothing. While Redis is
 // unreachable it asks the Fallback (OnError "local") or fails with an
 // error wrapping ErrUnavailable.
 func (s *Store) Peek(ctx context.Context, now time.Time, r ratelimit.Request) (ratelimit.Decision, error) {
@@ -79,7 +76,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r ratelimit.Request) (r
 		return s.peekDegraded(ctx, now, r, s.LastError())
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
-	_, err := s.decideOnce(tctx, *c, now, []ratelimit.Request{r}, out[:], modePeek)
+	_, err := s.decideOnce(tctx, *c, now, []ratelimit.Request{r}, out[:], modeLook)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -95,11 +92,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r ratelimit.Request) (r
 // in cluster mode, and returns the server's decision time in us.
 func (s *Store) decideOnce(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, mode string) (int64, error) {
 	keys, args := s.call(now, reqs, mode, s.token(), "", nil)
-	script := decideScript
-	if mode == modePeek {
-		script = peekScript
-	}
-	return s.run(ctx, c, script, keys, args, now, reqs, out)
+	return s.run(ctx, c, decideScript, keys, args, now, reqs, out, nil)
 }
 
 // token returns a string unique to one call of this store.
@@ -114,9 +107,9 @@ func (s *Store) tailToken(now time.Time) string {
 }
 
 // call builds the keys and arguments of one decide.lua call. undo, when
-// not nil, flags the limits to give back (mode "u", at the decision time
-// undoAt in us).
-func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []bool) (keys, args []string) {
+// not nil, names what to give back per limit (mode "u", for a decision at
+// undoAt in us); see appendParams.
+func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []string) (keys, args []string) {
 	keys = make([]string, len(reqs))
 	args = make([]string, 6, 6+8*len(reqs))
 	if s.o.CallerTime {
@@ -129,13 +122,20 @@ func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoA
 	args[5] = undoAt
 	for i, r := range reqs {
 		keys[i] = Key(s.prefix, r)
-		args = appendParams(args, r, undo != nil && undo[i])
+		u := "-"
+		if undo != nil {
+			u = undo[i]
+		}
+		args = appendParams(args, r, u)
 	}
 	return keys, args
 }
 
 // run executes script and converts its reply into out.
-func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, keys, args []string, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) (int64, error) {
+//
+// starts, when not nil, receives each limit's window start in us (see
+// decide.lua's reply).
+func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, keys, args []string, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64) (int64, error) {
 	start := time.Now()
 	vals, err := script.Exec(ctx, c, keys, args).ToArray()
 	if err == nil && len(vals) != 1+fieldsPerLimit*len(keys) {
@@ -168,6 +168,9 @@ func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, 
 			d.Departure = now.Add(d.Delay)
 		}
 		out[i] = d
+		if starts != nil {
+			starts[i] = f[5]
+		}
 	}
 	return at, nil
 }

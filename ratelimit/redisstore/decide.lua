@@ -13,15 +13,16 @@
 -- ARGV[2]   extra TTL in ms added to every PEXPIRE (virtual clocks)
 -- ARGV[3]   token unique to this call: sliding log members are token:i
 -- ARGV[4]   tail token of a leaky_bucket request: the caller's time in ns
--- ARGV[5]   mode: '1' decide (take one), '0' look (take none), '0r' look
---           read-only, 'j' judge (decide, take none), 'u' undo
+-- ARGV[5]   mode: '1' decide (take one), '0' look (take none), 'j' judge
+--           (decide, take none), 'u' undo
 -- ARGV[6]   undo: the time in us of the decision being undone
 -- ARGV[6+8*(i-1)+1..8] per limit: algorithm (ratelimit.Algorithm: 1 token,
 --           2 leaky, 3 fixed, 4 sliding log, 5 sliding counter), limit, window us, interval us,
---           burst, tolerance us, shadow (1/0), undo flag (1: give back)
+--           burst, tolerance us, shadow (1/0), undo ('-': keep; to give
+--           back, the window start the decision's reply named, or 1)
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
--- delay_ns}.
+-- delay_ns, window start in us (fixed_window, sliding_window_counter; else 0)}.
 
 local function trunc(x)
   if x >= 0 then return math.floor(x) end
@@ -105,12 +106,12 @@ local function fw_step(p, st, cnt, now, n)
   if start > st then st, cnt = start, 0 end
   local e = st + p.w
   if cnt + n > p.limit then
-    return st, cnt, {0, 0, (e - now) * 1000, (e - now) * 1000, 0}
+    return st, cnt, {0, 0, (e - now) * 1000, (e - now) * 1000, 0, st}
   end
   cnt = cnt + n
   local reset = (e - now) * 1000
   if cnt == 0 then reset = 0 end
-  return st, cnt, {1, p.limit - cnt, reset, reset, 0}
+  return st, cnt, {1, p.limit - cnt, reset, reset, 0, st}
 end
 
 -- sliding_window_counter ----------------------------------------------
@@ -149,7 +150,7 @@ local function swc_step(p, st, cur, prev, now, n)
   local el = math.min(math.max(now - st, 0) * 1000, wn - 1)
   local weight = prev * (wn - el) / wn
   if n > 0 and cur + weight >= p.limit then
-    return st, cur, prev, {0, 0, cretry(cur, prev, el, wn, p.limit), creset(st, cur, prev, now, w), 0}
+    return st, cur, prev, {0, 0, cretry(cur, prev, el, wn, p.limit), creset(st, cur, prev, now, w), 0, st}
   end
   cur = cur + n
   local rem, retry = 0, 0
@@ -160,14 +161,15 @@ local function swc_step(p, st, cur, prev, now, n)
   else
     retry = cretry(cur, prev, el, wn, p.limit)
   end
-  return st, cur, prev, {1, rem, retry, creset(st, cur, prev, now, w), 0}
+  return st, cur, prev, {1, rem, retry, creset(st, cur, prev, now, w), 0, st}
 end
 
 -- sliding_window_log ---------------------------------------------------
 -- The log is a sorted set of accepted requests scored by time; KEYS[i]..':s'
 -- holds settled (see ratelimit.SlidingLogState). Entries at or before a
--- cutoff are dropped with ZREMRANGEBYSCORE; ro leaves them in place and
--- skips them by score instead, which gives the same answers.
+-- cutoff are dropped with ZREMRANGEBYSCORE, even by a look (n = 0), as
+-- the memory store's Peek does: the settled time they leave behind decides
+-- later late arrivals.
 
 local function zat(k, cutoff, i)
   local r = redis.call('ZRANGEBYSCORE', k, '(' .. fmt(cutoff), '+inf', 'WITHSCORES', 'LIMIT', i, 1)
@@ -195,7 +197,7 @@ end
 
 -- swl_step decides one limit, pushing member when it admits n > 0. It
 -- returns the decision and whether it pushed.
-local function swl_step(p, k, now, n, ro, member, slack)
+local function swl_step(p, k, now, n, member, slack)
   local w = p.w
   local sk = k .. ':s'
   local newest = znewest(k)
@@ -217,7 +219,7 @@ local function swl_step(p, k, now, n, ro, member, slack)
       end
       return {0, 0, (retry - now) * 1000, reset, 0}, false
     end
-    if n > 0 and not ro then
+    if n > 0 then
       zdrop(k, sk, now - w, w, now, slack)
       redis.call('ZADD', k, fmt(newest), member)
       local x = ttl(newest + w - now, slack)
@@ -227,15 +229,23 @@ local function swl_step(p, k, now, n, ro, member, slack)
     end
     return {1, p.limit - count - n, (oldest + w - now) * 1000, reset, 0}, pushed
   end
+  if n > 0 then
+    local settled = tonumber(redis.call('GET', sk) or '0')
+    if now < settled then
+      -- Late behind entries that are gone: nothing tells how many of them
+      -- its window holds, and any later retry arrives in order.
+      return {0, 0, (settled - now) * 1000, (settled - now) * 1000, 0}, false
+    end
+  end
   local cutoff = now - w
-  if not ro and newest then zdrop(k, sk, cutoff, w, now, slack) end
+  if newest then zdrop(k, sk, cutoff, w, now, slack) end
   local cnt = 0
   if newest then cnt = zcount(k, cutoff) end
   if cnt + n > p.limit then
     local idx = math.min(cnt + n - p.limit - 1, cnt - 1)
     return {0, 0, (zat(k, cutoff, idx) + w - now) * 1000, (newest + w - now) * 1000, 0}, false
   end
-  if n > 0 and not ro then
+  if n > 0 then
     redis.call('ZADD', k, fmt(now), member)
     local x = ttl(w, slack)
     redis.call('PEXPIRE', k, x)
@@ -255,8 +265,6 @@ end
 -- dispatch ---------------------------------------------------------------
 
 local mode = ARGV[5]
-local ro = mode == '0r'
-if ro then mode = '0' end
 local now
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -273,7 +281,7 @@ local function param(i)
   local p = {
     alg = tonumber(ARGV[b + 1]), limit = tonumber(ARGV[b + 2]), w = tonumber(ARGV[b + 3]),
     t = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), tol = tonumber(ARGV[b + 6]),
-    shadow = ARGV[b + 7] == '1', flag = ARGV[b + 8] == '1',
+    shadow = ARGV[b + 7] == '1', flag = ARGV[b + 8] ~= '-', start = tonumber(ARGV[b + 8]),
   }
   p.cap = 1 + math.floor(p.tol / p.t)
   return p
@@ -292,9 +300,9 @@ end
 -- inverse of the step's write, applied to the state as it now stands, so
 -- that several give-backs on one bucket compose. oldtail, for a
 -- leaky_bucket limit, is the tail token to restore when this request is
--- still the tail. Counters are given back only while their window is the
--- one of at, unless inscript: then the step's write is known to be the
--- latest.
+-- still the tail. Counters are given back only while their window is
+-- still the one the decision counted in (p.start), unless inscript: then
+-- the step's write is known to be the latest.
 local function takeback(i, at, oldtail, inscript)
   local p, k = param(i), KEYS[i]
   if p.alg == 4 then
@@ -311,7 +319,7 @@ local function takeback(i, at, oldtail, inscript)
     if v[2] and v[2] == tail .. ':' .. fmt(a - p.t - at) then
       v[2] = oldtail
     end
-  elseif inscript or a == wstart(at, p.w) then
+  elseif inscript or a == p.start then
     v[2] = fmt(tonumber(v[2]) - 1)
   else
     return
@@ -325,7 +333,7 @@ end
 local function step(i, n)
   local p, k = param(i), KEYS[i]
   if p.alg == 4 then
-    return swl_step(p, k, now, n, ro, token .. ':' .. i, slack)
+    return swl_step(p, k, now, n, token .. ':' .. i, slack)
   end
   local a, b, c = load(k)
   local d
@@ -365,8 +373,8 @@ end
 local n = #KEYS
 local out = {now}
 local function put(i, d)
-  local b = 1 + (i - 1) * 5
-  for j = 1, 5 do out[b + j] = d[j] end
+  local b = 1 + (i - 1) * 6
+  for j = 1, 6 do out[b + j] = d[j] or 0 end
 end
 
 if mode == 'u' then
@@ -374,11 +382,9 @@ if mode == 'u' then
   -- earlier call (cluster mode, where one request's limits span slots).
   local at = tonumber(ARGV[6])
   for i = 1, n do
-    if param(i).flag then
-      takeback(i, at, nil, false)
-      put(i, (step(i, 0)))
-    end
+    if param(i).flag then takeback(i, at, nil, false) end
   end
+  for i = 1, n do put(i, (step(i, 0))) end
   return out
 end
 

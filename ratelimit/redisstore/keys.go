@@ -49,8 +49,9 @@ func micros(d time.Duration) int64 {
 }
 
 // appendParams appends the eight script arguments that describe limit r
-// (see decide.lua); undo flags the limit for giving back.
-func appendParams(args []string, r ratelimit.Request, undo bool) []string {
+// (see decide.lua); undo is "-" to keep the limit's budget, else what to
+// give back: the window start the decision reported, or "1".
+func appendParams(args []string, r ratelimit.Request, undo string) []string {
 	p := r.Policy
 	iv := p.Interval()
 	t := micros(iv)
@@ -63,12 +64,9 @@ func appendParams(args []string, r ratelimit.Request, undo bool) []string {
 	} else {
 		tol = int64(p.MaxWait / time.Microsecond)
 	}
-	shadow, flag := "0", "0"
+	shadow := "0"
 	if p.Shadow {
 		shadow = "1"
-	}
-	if undo {
-		flag = "1"
 	}
 	return append(args,
 		strconv.Itoa(int(p.Algorithm)),
@@ -77,6 +75,6 @@ func appendParams(args []string, r ratelimit.Request, undo bool) []string {
 		strconv.FormatInt(t, 10),
 		strconv.FormatInt(p.Burst, 10),
 		strconv.FormatInt(tol, 10),
-		shadow, flag,
+		shadow, undo,
 	)
 }

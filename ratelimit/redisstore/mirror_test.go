@@ -88,7 +88,13 @@ func runMirror(t *testing.T, o Options, seeds uint64, steps int) {
 				case x < 90:
 					now = now.Add(time.Duration(r.IntN(400)) * time.Millisecond)
 				case x < 95:
-					now = now.Add(-time.Duration(r.IntN(3000)) * time.Microsecond)
+					// Odd seeds race harder: arrivals late by up to a
+					// window, behind entries already logged or dropped.
+					back := 3000
+					if seed%2 == 1 {
+						back = 150000
+					}
+					now = now.Add(-time.Duration(r.IntN(back)) * time.Microsecond)
 				default:
 					now = now.Add(time.Duration(r.IntN(5)) * time.Second)
 				}
