@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -71,14 +72,17 @@ func BenchmarkDecide(b *testing.B) {
 						}
 						return
 					}
-					// Many buckets: each goroutine walks the keys from
-					// its own place on a clock of its own, as cores
-					// serving different consumers do.
-					i := int(clock.Add(int64(nkeys / 7)))
+					// Many buckets: the serial sequence of (key, time) is
+					// dealt out, goroutine g taking every procs-th call
+					// from g on. With nkeys a multiple of procs each
+					// goroutine owns its keys, as cores serving different
+					// consumers do, and each key sees the serial rate.
+					procs := runtime.GOMAXPROCS(0)
+					i := int(clock.Add(1)) - 1
 					for pb.Next() {
-						i++
 						reqs[0].Key = keys[i%nkeys]
 						m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
+						i += procs
 					}
 				})
 			})

@@ -14,8 +14,9 @@ type Decision struct {
 	Limit int64
 	// Remaining is how many more requests the bucket would admit right now.
 	Remaining int64
-	// RetryAfter is how long until the budget next grows: for a rejected
-	// request, the earliest time a retry can be admitted.
+	// RetryAfter is how long until the budget next grows, 0 when it is
+	// whole: for a rejected request, the earliest time a retry can be
+	// admitted. sliding_window_counter rounds it up to a whole microsecond.
 	RetryAfter time.Duration
 	// Reset is how long until the budget is whole again.
 	Reset time.Duration

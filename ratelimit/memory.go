@@ -58,15 +58,30 @@ type bucketKey struct {
 // entry is one bucket. It sits in its shard's map and ring. The policy
 // name half of the bucket's identity is pol.Name: a lookup only ever hands
 // the entry a policy of the same name.
+//
+// It is 64 bytes, one cache line: what only some buckets need lives in ext.
 type entry struct {
 	key  string
 	pol  *Policy
-	s    [3]int64 // scalar state of every algorithm but the log
-	log  *SlidingLogState
-	wq   *waitQueue // leaky_bucket requests in Wait; nil when none
-	slot int32      // index in the shard's ring
-	used bool       // decided since the clock hand last passed
+	s    [3]int64  // scalar state of every algorithm but the log
+	ext  *entryExt // the log, or requests in Wait; nil when neither
+	slot int32     // index in the shard's ring
+	used bool      // decided since the clock hand last passed
 }
+
+// entryExt is the part of a bucket that only some have: a
+// sliding_window_log bucket's log, and a leaky_bucket's waiting requests
+// while there are any.
+type entryExt struct {
+	log SlidingLogState
+	wq  waitQueue
+}
+
+// logLocked is a sliding_window_log bucket's log.
+func (e *entry) logLocked() *SlidingLogState { return &e.ext.log }
+
+// waitedLocked reports whether requests wait in Wait on the bucket.
+func (e *entry) waitedLocked() bool { return e.ext != nil && e.ext.wq.head != nil }
 
 // memShard holds a share of the buckets. The map is keyed by the bucket's
 // 64-bit hash, which keeps lookups to one probe of small slots; the rare
@@ -205,7 +220,7 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 	if e == nil {
 		fresh := entry{pol: r.Policy}
 		if r.Policy.Algorithm == SlidingWindowLog {
-			fresh.log = new(SlidingLogState)
+			fresh.ext = new(entryExt)
 		}
 		return fresh.peekLocked(r.Policy, t), nil
 	}
@@ -273,7 +288,7 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 		for at, done := 0, false; !done; {
 			s.mu.Lock()
 			for n := 0; n < stretch && at < len(s.ring); n++ {
-				if e := s.ring[at]; e.wq == nil && e.idleAt() <= t {
+				if e := s.ring[at]; !e.waitedLocked() && e.idleAt() <= t {
 					s.removeLocked(e) // the last bucket moves to at
 					removed++
 				} else {
@@ -314,7 +329,7 @@ func (s *memShard) getLocked(r Request, h uint64, limit int) *entry {
 	e := &entry{key: r.Key, pol: r.Policy, slot: int32(len(s.ring))}
 	s.ring = append(s.ring, e)
 	if r.Policy.Algorithm == SlidingWindowLog {
-		e.log = new(SlidingLogState)
+		e.ext = new(entryExt)
 	}
 	if _, taken := s.m[h]; taken {
 		if s.overflow == nil {
@@ -337,7 +352,7 @@ func (s *memShard) evictLocked() {
 			s.hand = 0
 		}
 		e := s.ring[s.hand]
-		if !e.used && e.wq == nil {
+		if !e.used && !e.waitedLocked() {
 			s.removeLocked(e)
 			return
 		}
@@ -390,14 +405,15 @@ func (e *entry) refreshLocked(p *Policy) {
 
 func (e *entry) resetLocked(p *Policy) {
 	e.s = [3]int64{}
-	if p.Algorithm == SlidingWindowLog {
-		if e.log == nil {
-			e.log = new(SlidingLogState)
-		} else {
-			e.log.reset()
-		}
-	} else {
-		e.log = nil
+	switch {
+	case p.Algorithm == SlidingWindowLog && e.ext == nil:
+		e.ext = new(entryExt)
+	case p.Algorithm == SlidingWindowLog:
+		e.ext.log.reset()
+	case e.waitedLocked():
+		e.ext.log = SlidingLogState{}
+	default:
+		e.ext = nil
 	}
 }
 
@@ -417,10 +433,11 @@ func (e *entry) idleAt() int64 {
 		}
 		return e.s[0] + 2*e.pol.window
 	case SlidingWindowLog:
-		if e.log.n == 0 {
-			return e.log.settled
+		l := e.logLocked()
+		if l.n == 0 {
+			return l.settled
 		}
-		return e.log.newest() + e.pol.window
+		return l.newest() + e.pol.window
 	}
 	return 0
 }
@@ -446,7 +463,7 @@ func (e *entry) decideLocked(p *Policy, now int64) Decision {
 		s, d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 1)
 		e.s[0], e.s[1], e.s[2] = s.Start, s.Cur, s.Prev
 	case SlidingWindowLog:
-		d = StepSlidingWindowLog(p, e.log, now, 1)
+		d = StepSlidingWindowLog(p, e.logLocked(), now, 1)
 	}
 	return d
 }
@@ -460,7 +477,7 @@ func (e *entry) undoLocked(p *Policy) {
 	case FixedWindow, SlidingWindowCounter:
 		e.s[1]--
 	case SlidingWindowLog:
-		e.log.pop()
+		e.logLocked().pop()
 	}
 }
 
@@ -477,7 +494,7 @@ func (e *entry) peekLocked(p *Policy, now int64) Decision {
 	case SlidingWindowCounter:
 		_, d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 0)
 	case SlidingWindowLog:
-		d = StepSlidingWindowLog(p, e.log, now, 0)
+		d = StepSlidingWindowLog(p, e.logLocked(), now, 0)
 	}
 	return d
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // TestDecideAllocs checks the hot path allocates nothing once a bucket
@@ -124,12 +125,12 @@ func TestEvictionSkipsWaitedBuckets(t *testing.T) {
 	s := &m.shards[0]
 	s.mu.Lock()
 	tail := s.ring[s.hand] // unmarked: the hand's next victim but for waiters
-	tail.wq = &waitQueue{}
+	tail.ext = &entryExt{wq: waitQueue{head: &waiter{}}}
 	s.mu.Unlock()
 	fill(t, m, p, t0, "new")
 	s.mu.Lock()
 	_, kept := s.m[bucketHash(s.seed, p.Name, tail.key)]
-	tail.wq = nil
+	tail.ext = nil
 	s.mu.Unlock()
 	if !kept {
 		t.Errorf("bucket %s with waiters: got evicted, want kept", tail.key)
@@ -238,5 +239,14 @@ func TestSweeperStopsWithClose(t *testing.T) {
 	fill(t, m, p, t0, "a")
 	if got := m.Len(); got != 1 {
 		t.Errorf("after Close: got Len %d, want 1", got)
+	}
+}
+
+// TestEntrySize keeps a bucket to one cache line: a decision on a cold
+// bucket then costs one miss for its state.
+func TestEntrySize(t *testing.T) {
+	t.Parallel()
+	if got, want := unsafe.Sizeof(entry{}), uintptr(64); got != want {
+		t.Errorf("got entry of %d bytes, want %d", got, want)
 	}
 }

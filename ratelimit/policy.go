@@ -118,8 +118,11 @@ func NewPolicy(p Policy) (*Policy, error) {
 	if p.Algorithm != TokenBucket && p.Burst != 0 {
 		errs = append(errs, errors.New("burst: only token_bucket has a burst"))
 	}
-	if p.Algorithm != LeakyBucket && (p.Queue != 0 || p.MaxWait != 0) {
+	if p.Algorithm != LeakyBucket && p.Queue != 0 {
 		errs = append(errs, errors.New("queue: only leaky_bucket has a queue"))
+	}
+	if p.Algorithm != LeakyBucket && p.MaxWait != 0 {
+		errs = append(errs, errors.New("max_wait: only leaky_bucket has a max_wait"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

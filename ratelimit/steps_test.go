@@ -257,7 +257,7 @@ type stepper struct {
 func newStepper(p *Policy) *stepper {
 	e := &entry{pol: p}
 	if p.Algorithm == SlidingWindowLog {
-		e.log = new(SlidingLogState)
+		e.ext = new(entryExt)
 	}
 	return &stepper{p, e}
 }
@@ -268,10 +268,10 @@ func (s *stepper) take(now int64) Decision { return s.e.decideLocked(s.p, now) }
 // try decides one request at now and then restores the state.
 func (s *stepper) try(now int64) Decision {
 	saved := *s.e
-	if s.e.log != nil {
-		l := *s.e.log
-		l.ring = append([]int64(nil), l.ring...)
-		saved.log = &l
+	if s.e.ext != nil {
+		x := *s.e.ext
+		x.log.ring = append([]int64(nil), x.log.ring...)
+		saved.ext = &x
 	}
 	d := s.e.decideLocked(s.p, now)
 	*s.e = saved

@@ -13,8 +13,8 @@ type waiter struct {
 	timer      *time.Timer
 }
 
-// waitQueue lists a bucket's waiting requests in departure order. A bucket
-// has one only while requests wait in it.
+// waitQueue lists a bucket's waiting requests in departure order. A
+// leaky_bucket has one (in its entryExt) only while requests wait in it.
 type waitQueue struct {
 	head, tail *waiter
 }
@@ -99,11 +99,10 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 // enqueueLocked adds w to e's queue in departure order. Waiters nearly
 // always arrive in order, so the walk from the tail is short.
 func (e *entry) enqueueLocked(w *waiter) {
-	q := e.wq
-	if q == nil {
-		q = &waitQueue{}
-		e.wq = q
+	if e.ext == nil {
+		e.ext = new(entryExt)
 	}
+	q := &e.ext.wq
 	at := q.tail
 	for at != nil && at.dep > w.dep {
 		at = at.prev
@@ -124,8 +123,11 @@ func (e *entry) enqueueLocked(w *waiter) {
 // dequeueLocked removes w from e's queue, dropping the queue when it
 // empties. Removing a waiter twice is harmless.
 func (e *entry) dequeueLocked(w *waiter) {
-	q := e.wq
-	if q == nil || (w.prev == nil && q.head != w) {
+	if e.ext == nil {
+		return
+	}
+	q := &e.ext.wq
+	if w.prev == nil && q.head != w {
 		return
 	}
 	if w.prev == nil {
@@ -139,7 +141,7 @@ func (e *entry) dequeueLocked(w *waiter) {
 		w.next.prev = w.prev
 	}
 	w.prev, w.next = nil, nil
-	if q.head == nil {
-		e.wq = nil
+	if q.head == nil && e.pol.Algorithm != SlidingWindowLog {
+		e.ext = nil
 	}
 }

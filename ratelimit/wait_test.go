@@ -15,11 +15,11 @@ func waiting(m *MemoryStore, r Request) []time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.lookupLocked(h, r.Policy.Name, r.Key)
-	if e == nil || e.wq == nil {
+	if e == nil || !e.waitedLocked() {
 		return nil
 	}
 	var out []time.Duration
-	for w := e.wq.head; w != nil; w = w.next {
+	for w := e.ext.wq.head; w != nil; w = w.next {
 		out = append(out, time.Duration(w.dep))
 	}
 	return out
