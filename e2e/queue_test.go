@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,8 +50,10 @@ func burst(t *testing.T, url string, n int, header map[string]string) ([]int, []
 	return codes, took
 }
 
+// The timing tests below run before the package's parallel tests, so the
+// spacing they measure is sluice's, not the machine's load.
+
 func TestQueueSpacesDepartures(t *testing.T) {
-	t.Parallel()
 	up := newUpstream(t)
 	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
 	codes, _ := burst(t, in.HTTP+"/", 20, nil)
@@ -77,20 +82,35 @@ func TestQueueSpacesDepartures(t *testing.T) {
 }
 
 func TestQueueKeepsArrivalOrder(t *testing.T) {
-	t.Parallel()
 	up := newUpstream(t)
 	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
-	var wg sync.WaitGroup
-	for i := range 10 {
-		wg.Go(func() {
-			resp, _ := do(t, nil, "GET", in.HTTP+"/", nil, map[string]string{"X-Seq": strconv.Itoa(i)})
-			if resp.StatusCode != 200 {
-				t.Errorf("request %d: got %d, want 200", i, resp.StatusCode)
-			}
-		})
+	// Connections are opened first, so "sent" is the moment each request's
+	// bytes go out, 5 ms apart, from one goroutine.
+	addr := strings.TrimPrefix(in.HTTP, "http://")
+	conns := make([]net.Conn, 10)
+	for i := range conns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	for i, c := range conns {
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Seq: %d\r\n\r\n", i)
 		time.Sleep(5 * time.Millisecond)
 	}
-	wg.Wait()
+	for i, c := range conns {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("request %d: got %d, want 200", i, resp.StatusCode)
+		}
+	}
 	for i, r := range up.Requests() {
 		if got := r.Header.Get("X-Seq"); got != strconv.Itoa(i) {
 			t.Errorf("arrival %d: got request %s, want %d", i, got, i)
@@ -99,7 +119,6 @@ func TestQueueKeepsArrivalOrder(t *testing.T) {
 }
 
 func TestQueueFullRejectsAtOnce(t *testing.T) {
-	t.Parallel()
 	up := newUpstream(t)
 	in := start(t, writeConfig(t, queueConfig(up.URL, 5, "")))
 	codes, took := burst(t, in.HTTP+"/", 20, nil)
@@ -140,7 +159,6 @@ func TestQueueRetryAfterWhenFull(t *testing.T) {
 }
 
 func TestQueueClientGoneNeverReachesUpstream(t *testing.T) {
-	t.Parallel()
 	up := newUpstream(t)
 	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
 	// One leaves at once; the next three wait 100, 200, 300 ms. The second
