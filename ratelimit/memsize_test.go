@@ -134,4 +134,21 @@ func TestMeasureBytesPerWaiter(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d give-ups, last first: %v", n, time.Since(start))
+
+	// First first: each give-up re-arms the timer of everyone behind.
+	for i := range ds {
+		m.Decide(context.Background(), now, []Request{r}, out)
+		ds[i] = out[0]
+		ctxs[i], cancels[i] = context.WithCancel(context.Background())
+	}
+	for i := range ds {
+		wg.Go(func() { m.Wait(ctxs[i], r, ds[i]) })
+	}
+	waitFor(t, m, r, n)
+	start = time.Now()
+	for i := range n {
+		cancels[i]()
+	}
+	wg.Wait()
+	t.Logf("%d give-ups, first first: %v", n, time.Since(start))
 }

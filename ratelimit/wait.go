@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -11,6 +12,11 @@ type waiter struct {
 	prev, next *waiter
 	dep        int64 // Unix ns of the departure, moved earlier when one ahead gives up
 	timer      *time.Timer
+	// leaving is set by the waiter's goroutine, without the lock, once it
+	// stops waiting; a give-up ahead of it then skips re-arming its timer,
+	// which keeps a mass give-up (a shutdown) from costing a timer re-arm
+	// per pair of waiters.
+	leaving atomic.Bool
 }
 
 // waitQueue lists a bucket's waiting requests in departure order. A
@@ -58,6 +64,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	select {
 	case <-w.timer.C:
 		// A departure only ever moves earlier, so any firing means due.
+		w.leaving.Store(true)
 		if e != nil {
 			s.mu.Lock()
 			e.dequeueLocked(w)
@@ -66,6 +73,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 		return nil
 	case <-ctx.Done():
 	}
+	w.leaving.Store(true)
 	if e != nil {
 		s.mu.Lock()
 		m.giveUpLocked(e, w, r.Policy)
@@ -88,7 +96,7 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 	now := m.clock().UnixNano()
 	for o := w.next; o != nil; o = o.next {
 		o.dep -= t
-		if o.timer != nil {
+		if o.timer != nil && !o.leaving.Load() {
 			o.timer.Reset(time.Duration(o.dep - now))
 		}
 	}
