@@ -30,10 +30,9 @@ type MemoryOptions struct {
 //
 // Eviction is CLOCK: a decision only marks its bucket used, and a hand
 // walking the shard's buckets clears marks until it finds an unmarked one,
-// which goes. A bucket used since the hand last passed survives; one used
-// once and never again goes first, so a flood of one-off keys displaces
-// little. Unlike a least-recently-used list this touches no other bucket
-// on the hot path. Buckets with requests in Wait are never evicted.
+// which goes: a bucket used since the hand last passed survives. Unlike a
+// least-recently-used list this touches no other bucket on the hot path.
+// Buckets with requests in Wait are never evicted.
 //
 // It is safe for concurrent use. Create it with NewMemoryStore and stop it
 // with Close.
@@ -324,9 +323,11 @@ func (s *memShard) getLocked(r Request, h uint64, limit int) *entry {
 	if len(s.ring) >= limit {
 		s.evictLocked()
 	}
-	// A new bucket starts unmarked: it survives the hand only once used
-	// again.
-	e := &entry{key: r.Key, pol: r.Policy, slot: int32(len(s.ring))}
+	// A new bucket starts marked, so it outlives at least one turn of the
+	// hand, as it would outlive a shard's worth of newer buckets in a
+	// least-recently-used list; starting unmarked would let a flood of
+	// new keys evict each newcomer before its second request.
+	e := &entry{key: r.Key, pol: r.Policy, slot: int32(len(s.ring)), used: true}
 	s.ring = append(s.ring, e)
 	if r.Policy.Algorithm == SlidingWindowLog {
 		e.ext = new(entryExt)
