@@ -104,9 +104,10 @@ func TestMeasureBytesPerWaiter(t *testing.T) {
 
 	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 	defer m.Close()
-	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1000, Window: time.Second, Queue: n})
+	// One departure every 10s: nobody leaves while measured.
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Queue: n})
 	r := Request{Policy: p, Key: "k"}
-	now := time.Now().Add(time.Minute) // nobody leaves while measured
+	now := time.Now()
 	out := make([]Decision, 1)
 	m.Decide(context.Background(), now, []Request{r}, out)
 	ds := make([]Decision, n)
@@ -135,7 +136,10 @@ func TestMeasureBytesPerWaiter(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d give-ups, last first: %v", n, time.Since(start))
 
-	// First first: each give-up re-arms the timer of everyone behind.
+	// First first: each give-up moves everyone behind. A bucket of its own.
+	r = Request{Policy: p, Key: "k2"}
+	now = time.Now()
+	m.Decide(context.Background(), now, []Request{r}, out)
 	for i := range ds {
 		m.Decide(context.Background(), now, []Request{r}, out)
 		ds[i] = out[0]

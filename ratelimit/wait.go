@@ -31,9 +31,11 @@ type waitQueue struct {
 // moves one interval earlier, so departures stay spaced by the interval in
 // arrival order with no hole. Timers run on MemoryOptions.Clock.
 //
-// A request that gives up in the instant between another request's Decide
-// and that request's Wait does not move that one; departures then keep a
-// hole of one interval, never come closer than it.
+// The queue moves only when every departure still ahead in the bucket's
+// schedule belongs to a request in Wait. A request that gives up while
+// another has been admitted but has not reached Wait yet (a moment between
+// two calls) leaves a hole of one interval instead: departures may spread,
+// never come closer than the interval.
 func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
 		return ctx.Err()
@@ -87,13 +89,14 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 // interval earlier.
 func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 	t := p.interval
-	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep {
-		// The bucket was reset (a settings change) or its schedule no longer
-		// holds this departure; moving anything would bunch departures.
+	now := m.clock().UnixNano()
+	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || !e.scheduleWaitedLocked(now, t) {
+		// The bucket was reset (a settings change), its schedule no longer
+		// holds this departure, or a departure ahead belongs to a request
+		// not in Wait: moving anything would bunch departures.
 		e.dequeueLocked(w)
 		return
 	}
-	now := m.clock().UnixNano()
 	for o := w.next; o != nil; o = o.next {
 		o.dep -= t
 		if o.timer != nil && !o.leaving.Load() {
@@ -102,6 +105,23 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 	}
 	e.dequeueLocked(w)
 	e.s[0] -= t
+}
+
+// scheduleWaitedLocked reports whether every departure of e's schedule
+// after now belongs to a waiter in the queue. The schedule's departures
+// after now are next-t, next-2t, ... down to now, exclusive.
+func (e *entry) scheduleWaitedLocked(now, t int64) bool {
+	scheduled := int64(0)
+	if x := e.s[0] - now; x > 0 {
+		scheduled = (x - 1) / t
+	}
+	waited := int64(0)
+	for o := e.ext.wq.head; o != nil; o = o.next {
+		if o.dep > now {
+			waited++
+		}
+	}
+	return waited == scheduled
 }
 
 // enqueueLocked adds w to e's queue in departure order. Waiters nearly

@@ -202,3 +202,66 @@ func TestWaitGiveUpAfterReset(t *testing.T) {
 		t.Errorf("second request under the new settings: got Delay %v, want %v", got, want)
 	}
 }
+
+// TestWaitGiveUpLeavesHoleForUnseen checks the moment between Decide and
+// Wait: a request admitted but not yet in Wait holds a departure the queue
+// cannot see, so a give-up ahead of it moves nothing and the next request
+// is scheduled after it, not on top of it.
+func TestWaitGiveUpLeavesHoleForUnseen(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: 5})
+	r := Request{Policy: p, Key: "k"}
+	now := time.Now()
+	out := make([]Decision, 1)
+	m.Decide(context.Background(), now, []Request{r}, out) // leaves at once
+	m.Decide(context.Background(), now, []Request{r}, out)
+	a := out[0] // waits 1m, and gives up
+	m.Decide(context.Background(), now, []Request{r}, out)
+	b := out[0] // waits 2m, not yet in Wait
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := m.Wait(ctx, r, a); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want %v", err, context.Canceled)
+	}
+	m.Decide(context.Background(), now, []Request{r}, out)
+	if out[0].Delay <= b.Delay {
+		t.Errorf("request after the give-up: got Delay %v, want after %v (the unseen request's)", out[0].Delay, b.Delay)
+	}
+}
+
+// TestWaitMassGiveUp cancels fifty waiters at once, in whatever order their
+// goroutines get the lock: every place goes back, so the next request
+// leaves right after the one that never waited.
+func TestWaitMassGiveUp(t *testing.T) {
+	t.Parallel()
+	const n = 50
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: n})
+	r := Request{Policy: p, Key: "k"}
+	now := time.Now()
+	out := make([]Decision, 1)
+	m.Decide(context.Background(), now, []Request{r}, out) // leaves at once
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		m.Decide(context.Background(), now, []Request{r}, out)
+		d := out[0]
+		wg.Go(func() { errs[i] = m.Wait(ctx, r, d) })
+	}
+	waitFor(t, m, r, n)
+	cancel()
+	wg.Wait()
+	for i, err := range errs {
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("waiter %d: got %v, want %v", i, err, context.Canceled)
+		}
+	}
+	m.Decide(context.Background(), now, []Request{r}, out)
+	if got, want := out[0].Delay, time.Minute; got != want {
+		t.Errorf("request after every waiter gave up: got Delay %v, want %v", got, want)
+	}
+}
