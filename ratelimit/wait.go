@@ -31,10 +31,10 @@ type waitQueue struct {
 // moves one interval earlier, so departures stay spaced by the interval in
 // arrival order with no hole. Timers run on MemoryOptions.Clock.
 //
-// The queue moves only when every departure still ahead in the bucket's
-// schedule belongs to a request in Wait. A request that gives up while
-// another has been admitted but has not reached Wait yet (a moment between
-// two calls) leaves a hole of one interval instead: departures may spread,
+// The queue moves only when every departure scheduled behind the one given
+// up belongs to a request in Wait. A request that gives up while one behind
+// it has been admitted but has not reached Wait yet (a moment between two
+// calls) leaves a hole of one interval instead: departures may spread,
 // never come closer than the interval.
 func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
@@ -89,14 +89,14 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 // interval earlier.
 func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 	t := p.interval
-	now := m.clock().UnixNano()
-	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || !e.scheduleWaitedLocked(now, t) {
+	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || !behindWaited(e, w, t) {
 		// The bucket was reset (a settings change), its schedule no longer
-		// holds this departure, or a departure ahead belongs to a request
-		// not in Wait: moving anything would bunch departures.
+		// holds this departure, or a departure behind it belongs to a
+		// request not in Wait: moving anything would bunch departures.
 		e.dequeueLocked(w)
 		return
 	}
+	now := m.clock().UnixNano()
 	for o := w.next; o != nil; o = o.next {
 		o.dep -= t
 		if o.timer != nil && !o.leaving.Load() {
@@ -107,21 +107,15 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 	e.s[0] -= t
 }
 
-// scheduleWaitedLocked reports whether every departure of e's schedule
-// after now belongs to a waiter in the queue. The schedule's departures
-// after now are next-t, next-2t, ... down to now, exclusive.
-func (e *entry) scheduleWaitedLocked(now, t int64) bool {
-	scheduled := int64(0)
-	if x := e.s[0] - now; x > 0 {
-		scheduled = (x - 1) / t
+// behindWaited reports whether every departure e's schedule holds after
+// w's belongs to a waiter behind w: the schedule runs w.dep+t, w.dep+2t, ...
+// up to the next free departure, exclusive. Its caller holds the lock.
+func behindWaited(e *entry, w *waiter, t int64) bool {
+	scheduled := (e.s[0]-w.dep)/t - 1
+	for o := w.next; o != nil; o = o.next {
+		scheduled--
 	}
-	waited := int64(0)
-	for o := e.ext.wq.head; o != nil; o = o.next {
-		if o.dep > now {
-			waited++
-		}
-	}
-	return waited == scheduled
+	return scheduled == 0
 }
 
 // enqueueLocked adds w to e's queue in departure order. Waiters nearly

@@ -48,9 +48,11 @@ func TestWaitGiveUpMovesTheQueue(t *testing.T) {
 	defer m.Close()
 	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 50, Window: time.Second, Queue: 5})
 	r := Request{Policy: p, Key: "k"}
-	now := time.Now()
+	// The queue starts 200ms out, time enough for every waiter to be in
+	// Wait before the first leaves even on a loaded machine.
+	now := time.Now().Add(200 * time.Millisecond)
 	out := make([]Decision, 1)
-	m.Decide(context.Background(), now, []Request{r}, out) // leaves at once
+	m.Decide(context.Background(), now, []Request{r}, out) // leaves first, without waiting
 	ds := make([]Decision, 5)
 	for i := range ds {
 		m.Decide(context.Background(), now, []Request{r}, out)
