@@ -115,7 +115,7 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 		shards:   make([]memShard, n),
 		mask:     uint64(n - 1),
 		seed:     maphash.MakeSeed(),
-		perShard: max((o.MaxKeys+n-1)/n, 8),
+		perShard: max(o.MaxKeys/n, 1), // never more than MaxKeys in all
 		clock:    o.Clock,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
