@@ -49,6 +49,9 @@ func StepSlidingWindowLog(p *Policy, l *SlidingLogState, now, n int64) Decision 
 	}
 	l.drop(now-w, w)
 	d := Decision{Limit: p.Limit}
+	if n > p.Limit {
+		return d // never admissible, whatever the log holds
+	}
 	if int64(l.n)+n > p.Limit {
 		d.RetryAfter = time.Duration(l.at(min(l.n+int32(n)-int32(p.Limit)-1, l.n-1)) + w - now)
 		d.Reset = time.Duration(l.newest() + w - now)

@@ -277,3 +277,17 @@ func (s *stepper) try(now int64) Decision {
 	*s.e = saved
 	return d
 }
+
+// TestSlidingLogCostAboveLimit checks that a cost the log can never admit
+// is rejected, also on an empty log.
+func TestSlidingLogCostAboveLimit(t *testing.T) {
+	t.Parallel()
+	p := MustPolicy(Policy{Name: "log", Algorithm: SlidingWindowLog, Limit: 2, Window: time.Second})
+	var l SlidingLogState
+	if d := StepSlidingWindowLog(p, &l, t0.UnixNano(), 3); d.Allowed || l.Len() != 0 {
+		t.Errorf("cost 3 on an empty log of limit 2: got Allowed %v and %d logged, want rejected and 0", d.Allowed, l.Len())
+	}
+	if d := StepSlidingWindowLog(p, &l, t0.UnixNano(), 2); !d.Allowed || l.Len() != 2 {
+		t.Errorf("cost 2: got Allowed %v and %d logged, want allowed and 2", d.Allowed, l.Len())
+	}
+}
