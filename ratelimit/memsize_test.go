@@ -47,9 +47,6 @@ func TestMeasureBytesPerKey(t *testing.T) {
 				continue
 			}
 			nk := n
-			if perKey > 1 {
-				nk = n / 10 // a full log of 100 is measured on 100,000 keys
-			}
 			pol := Policy{Name: "mem", Algorithm: a, Limit: 100, Window: time.Hour}
 			if a == LeakyBucket {
 				pol.Queue = 10
