@@ -31,7 +31,7 @@ type slotGroup struct {
 // that queues (otherwise it only judges it, taking nothing); and when any group rejects it gives back what the others
 // took with a compensating script. Each limit stays exact on its own; that
 // a rejected request consumes nothing elsewhere holds once the
-// compensation has run (see docs/redis.md).
+// compensation has run (see "Cluster mode" in README.md).
 func (s *Store) decideCluster(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
 	groups := groupBySlot(s.prefix, reqs)
 	if len(groups) == 1 {

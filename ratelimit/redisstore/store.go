@@ -8,7 +8,7 @@
 // others. Time comes from the Redis server, so instances whose clocks
 // disagree still agree on the budget. When Redis fails, the store follows
 // its OnError choice and a circuit breaker stops it from trying for a short
-// while; see docs/redis.md.
+// while; see "Several instances" in README.md.
 package redisstore
 
 import (
