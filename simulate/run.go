@@ -34,25 +34,13 @@ type Params struct {
 }
 
 // Validate reports every setting of p that no algorithm accepts, one line
-// per problem.
+// per problem. The checks are the policy compiler's own: limit, window and
+// burst as a token_bucket takes them, queue and max_wait as a leaky_bucket
+// does.
 func (p Params) Validate() error {
-	var errs []error
-	if p.Limit <= 0 {
-		errs = append(errs, errors.New("limit: must be > 0"))
-	}
-	if p.Window <= 0 {
-		errs = append(errs, errors.New("window: must be > 0"))
-	}
-	if p.Burst < 0 {
-		errs = append(errs, errors.New("burst: must be >= 0"))
-	}
-	if p.Queue < 0 {
-		errs = append(errs, errors.New("queue: must be >= 0"))
-	}
-	if p.MaxWait < 0 {
-		errs = append(errs, errors.New("max_wait: must be >= 0"))
-	}
-	return errors.Join(errs...)
+	_, rate := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.TokenBucket, Limit: p.Limit, Window: p.Window, Burst: p.Burst})
+	_, queue := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: 1, Queue: p.Queue, MaxWait: p.MaxWait})
+	return errors.Join(rate, queue)
 }
 
 // policy compiles p for one algorithm, leaving out the settings the
