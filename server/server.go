@@ -78,8 +78,8 @@ func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *sl
 
 func (s *Server) buildStore(ctx context.Context, cfg *routes.Config) error {
 	s.memory = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{MaxKeys: cfg.Store.Memory.MaxKeys})
-	s.metrics.SetKeys(s.memory.Keys)
 	if cfg.Store.Type != "redis" {
+		s.metrics.SetKeys(s.memory.Keys)
 		s.store = observed{s.memory, s.metrics.Store("memory")}
 		return nil
 	}
