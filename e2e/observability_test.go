@@ -116,8 +116,10 @@ routes:
 			t.Errorf("%s: got %v (present %v), want %v", k, got, ok, v)
 		}
 	}
-	if got := m[`sluice_ratelimit_queue_wait_seconds_sum{policy="shaping"}`]; got < 0.25 || got > 0.5 {
-		t.Errorf("queue wait sum: got %v, want about 0.05+0.10+0.15 s", got)
+	// At most 0.05+0.10+0.15 s when the four arrive together; less when
+	// the machine spreads their arrival.
+	if got := m[`sluice_ratelimit_queue_wait_seconds_sum{policy="shaping"}`]; got <= 0 || got > 0.5 {
+		t.Errorf("queue wait sum: got %v, want up to 0.05+0.10+0.15 s", got)
 	}
 	for k := range m {
 		if strings.Contains(k, `"k"`) {

@@ -107,7 +107,9 @@ func TestWaitGiveUpMovesTheQueue(t *testing.T) {
 	if !errors.Is(results[1].err, context.Canceled) {
 		t.Errorf("cancelled waiter: got %v, want %v", results[1].err, context.Canceled)
 	}
-	if took := results[1].left.Sub(cancelled); took > interval {
+	// Promptly: well before its own departure, with room for a loaded
+	// machine's scheduling.
+	if took := results[1].left.Sub(cancelled); took > 5*interval {
 		t.Errorf("cancelled waiter returned %v after its cancel, want promptly", took)
 	}
 	for _, i := range []int{0, 2, 3, 4} {
