@@ -24,11 +24,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/loopback"
 )
 
 // startTimeout bounds how long Start waits for pebble to answer.
@@ -343,19 +346,14 @@ func get(ctx context.Context, client *http.Client, url string, body *[]byte) err
 // freePorts returns n distinct loopback ports that were free a moment ago.
 func freePorts(n int) ([]int, error) {
 	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for len(ports) < n {
+		p, err := loopback.FreePort(false)
 		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
+			return nil, err
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		if !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
 	}
 	return ports, nil
 }

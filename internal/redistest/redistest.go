@@ -22,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/loopback"
 )
 
 // RequireEnv names the environment variable that turns a missing
@@ -268,28 +270,4 @@ func readReply(r *bufio.Reader) (string, error) {
 
 // freePort returns a TCP port on 127.0.0.1 that nothing listens on. With
 // bus set it also makes sure port+10000, the cluster bus port, is free.
-func freePort(bus bool) (int, error) {
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		if !bus {
-			l.Close()
-			return port, nil
-		}
-		if port+10000 > 65535 {
-			l.Close()
-			continue
-		}
-		lb, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
-		l.Close()
-		if err != nil {
-			continue
-		}
-		lb.Close()
-		return port, nil
-	}
-	return 0, errors.New("no free port pair for a cluster node")
-}
+func freePort(bus bool) (int, error) { return loopback.FreePort(bus) }
