@@ -10,8 +10,11 @@ test:
 	./scripts/test-deps.sh
 	SLUICE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
 
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
+VERSION ?= $(shell git describe --tags --always 2>/dev/null || echo dev)
+
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o sluice ./cmd/sluice
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o sluice ./cmd/sluice
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./ratelimit/ ./proxy/ ./metrics/
