@@ -88,6 +88,16 @@ func writeConfig(t testing.TB, yaml string) string {
 // start runs sluice with the config at path and waits until it listens.
 func start(t testing.TB, path string, env ...string) *instance {
 	t.Helper()
+	in, err := tryStart(t, path, env...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// tryStart is start that returns the failure instead of ending the test.
+func tryStart(t testing.TB, path string, env ...string) (*instance, error) {
+	t.Helper()
 	in := &instance{t: t, config: path, logs: &logBuffer{}, exited: make(chan struct{})}
 	in.logs.cond = sync.NewCond(&in.logs.mu)
 	in.cmd = exec.Command(binary, "run", "-config", path)
@@ -97,10 +107,12 @@ func start(t testing.TB, path string, env ...string) *instance {
 		t.Fatal(err)
 	}
 	if err := in.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	started := make(chan map[string]any, 1)
+	logsDone := make(chan struct{})
 	go func() {
+		defer close(logsDone)
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
@@ -116,6 +128,7 @@ func start(t testing.TB, path string, env ...string) *instance {
 		}
 	}()
 	go func() {
+		<-logsDone // Wait closes stderr; read everything first
 		in.err = in.cmd.Wait()
 		close(in.exited)
 	}()
@@ -126,11 +139,11 @@ func start(t testing.TB, path string, env ...string) *instance {
 		in.HTTPS = baseURL("https", m["https"])
 		in.Admin = baseURL("http", m["admin"])
 	case <-in.exited:
-		t.Fatalf("sluice exited before listening: %v\n%s", in.err, strings.Join(in.logs.Lines(), "\n"))
+		return nil, fmt.Errorf("sluice exited before listening: %v\n%s", in.err, strings.Join(in.logs.Lines(), "\n"))
 	case <-time.After(30 * time.Second):
-		t.Fatalf("sluice did not start within 30s\n%s", strings.Join(in.logs.Lines(), "\n"))
+		return nil, fmt.Errorf("sluice did not start within 30s\n%s", strings.Join(in.logs.Lines(), "\n"))
 	}
-	return in
+	return in, nil
 }
 
 func baseURL(scheme string, v any) string {

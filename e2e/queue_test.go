@@ -166,12 +166,14 @@ func TestQueueFullRejectsAtOnce(t *testing.T) {
 func TestQueueRetryAfterWhenFull(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
-	in := start(t, writeConfig(t, queueConfig(up.URL, 2, "")))
+	cfg := strings.Replace(queueConfig(up.URL, 2, ""), `admin: ""`, "admin: 127.0.0.1:0", 1)
+	in := start(t, writeConfig(t, cfg))
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() { do(t, nil, "GET", in.HTTP+"/", nil, nil) })
 	}
-	time.Sleep(20 * time.Millisecond)
+	// One left at once; the queue is full once two wait.
+	waitMetric(t, in.Admin, `sluice_ratelimit_queue_depth{policy="shaping"}`, 2)
 	resp, body := do(t, nil, "GET", in.HTTP+"/", nil, nil)
 	wg.Wait()
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {

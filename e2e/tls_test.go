@@ -17,11 +17,20 @@ import (
 // it over HTTP/2, and reuse it from storage after a restart.
 func TestACMEWithPebble(t *testing.T) {
 	t.Parallel()
-	httpPort, tlsPort := pebbletest.FreePort(t), pebbletest.FreePort(t)
-	pebble := pebbletest.Start(t, pebbletest.Options{HTTPPort: httpPort, TLSPort: tlsPort})
 	up := newUpstream(t)
 	storage := filepath.Join(t.TempDir(), "certs")
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:%d
+	// The ports are fixed before pebble and sluice start, so another
+	// process may take one in between: then try other ports.
+	var (
+		pebble            *pebbletest.Server
+		in                *instance
+		path              string
+		httpPort, tlsPort int
+	)
+	for attempt := 0; ; attempt++ {
+		httpPort, tlsPort = pebbletest.FreePort(t), pebbletest.FreePort(t)
+		pebble = pebbletest.Start(t, pebbletest.Options{HTTPPort: httpPort, TLSPort: tlsPort})
+		path = writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:%d
 admin: ""
 tls:
   listen: 127.0.0.1:%d
@@ -36,10 +45,14 @@ tls:
 routes:
   - name: api
     upstream: %s
-`, httpPort, tlsPort, pebble.DirectoryURL, pebble.CARootFile, storage, up.URL)
-	path := writeConfig(t, cfg)
-
-	in := start(t, path)
+`, httpPort, tlsPort, pebble.DirectoryURL, pebble.CARootFile, storage, up.URL))
+		var err error
+		if in, err = tryStart(t, path); err == nil {
+			break
+		} else if attempt == 2 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
 	if _, ok := in.WaitLog(60*time.Second, "obtained tls certificate"); !ok {
 		t.Fatalf("no certificate obtained:\n%s\npebble:\n%s", strings.Join(in.logs.Lines(), "\n"), strings.Join(pebble.Output(), "\n"))
 	}
