@@ -186,9 +186,11 @@ func TestQueueRetryAfterWhenFull(t *testing.T) {
 
 func TestQueueClientGoneNeverReachesUpstream(t *testing.T) {
 	up := newUpstream(t)
-	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
-	// One leaves at once; the next three wait 100, 200, 300 ms. The second
-	// of them gives up after 50 ms.
+	cfg := strings.Replace(queueConfig(up.URL, 20, ""), `admin: ""`, "admin: 127.0.0.1:0", 1)
+	in := start(t, writeConfig(t, cfg))
+	// One leaves at once; the next three wait about 100, 200, 300 ms. The
+	// second of them gives up after 50 ms. Each is sent once the one
+	// before it is in the queue, so their order is certain.
 	var wg sync.WaitGroup
 	send := func(seq string, ctx context.Context) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", in.HTTP+"/", nil)
@@ -197,14 +199,15 @@ func TestQueueClientGoneNeverReachesUpstream(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
+	depth := `sluice_ratelimit_queue_depth{policy="shaping"}`
 	wg.Go(func() { send("0", context.Background()) })
-	time.Sleep(10 * time.Millisecond)
+	waitMetric(t, in.Admin, `sluice_ratelimit_decisions_total{algorithm="leaky_bucket",policy="shaping",result="allowed",route="writes"}`, 1)
 	wg.Go(func() { send("1", context.Background()) })
-	time.Sleep(10 * time.Millisecond)
+	waitMetric(t, in.Admin, depth, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	wg.Go(func() { send("gone", ctx) })
-	time.Sleep(10 * time.Millisecond)
+	waitMetric(t, in.Admin, depth, 2)
 	wg.Go(func() { send("3", context.Background()) })
 	wg.Wait()
 	reqs := up.Requests()
