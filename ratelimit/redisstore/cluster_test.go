@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,21 +28,7 @@ func TestCluster(t *testing.T) {
 	t.Run("exact across instances", func(t *testing.T) {
 		stores := []*Store{open(t, Options{}), open(t, Options{}), open(t, Options{})}
 		p := policyOf(t, "cluster-exact", ratelimit.SlidingWindowLog, 100, time.Hour)
-		var admitted atomic.Int64
-		var wg sync.WaitGroup
-		for i := range 300 {
-			wg.Go(func() {
-				out := make([]ratelimit.Decision, 1)
-				if err := stores[i%3].Decide(context.Background(), time.Now(), []ratelimit.Request{{Policy: p, Key: "k"}}, out); err != nil {
-					t.Error(err)
-				}
-				if out[0].Allowed {
-					admitted.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if got := admitted.Load(); got != 100 {
+		if got := admitAcross(t, stores, ratelimit.Request{Policy: p, Key: "k"}, 300); got != 100 {
 			t.Errorf("got %d admitted, want 100", got)
 		}
 		if !stores[0].Healthy() {

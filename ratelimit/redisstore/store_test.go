@@ -128,20 +128,7 @@ func TestExactAcrossInstances(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.pol.Name = "exact-" + tc.name
 			p := ratelimit.MustPolicy(tc.pol)
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for i := range 300 {
-				wg.Go(func() {
-					out := make([]ratelimit.Decision, 1)
-					if err := stores[i%3].Decide(context.Background(), time.Now(), []ratelimit.Request{{Policy: p, Key: "shared"}}, out); err != nil {
-						t.Error(err)
-					}
-					if out[0].Allowed {
-						admitted.Add(1)
-					}
-				})
-			}
-			wg.Wait()
+			admitted := admitAcross(t, stores, ratelimit.Request{Policy: p, Key: "shared"}, 300)
 			for i, s := range stores {
 				if !s.Healthy() {
 					t.Fatalf("store %d unhealthy: %v", i, s.LastError())
@@ -149,7 +136,7 @@ func TestExactAcrossInstances(t *testing.T) {
 			}
 			// A counter window may roll over mid-run (once a day); the
 			// others are exact.
-			if got := admitted.Load(); got != 100 {
+			if got := admitted; got != 100 {
 				t.Errorf("got %d admitted, want 100", got)
 			}
 		})
@@ -228,4 +215,25 @@ func TestSlidingLogKeysExpire(t *testing.T) {
 	if got := srv.Do("ZCARD", k); got != "1" {
 		t.Errorf("log after the window passed: got %s entries, want 1", got)
 	}
+}
+
+// admitAcross sends n concurrent decisions for r, dealt round robin over
+// stores, and returns how many were admitted.
+func admitAcross(t *testing.T, stores []*Store, r ratelimit.Request, n int) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			out := make([]ratelimit.Decision, 1)
+			if err := stores[i%len(stores)].Decide(context.Background(), time.Now(), []ratelimit.Request{r}, out); err != nil {
+				t.Error(err)
+			}
+			if out[0].Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return admitted.Load()
 }
