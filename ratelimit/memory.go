@@ -156,8 +156,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		h := m.hash(r.Policy.Name, r.Key)
 		s := m.shardOf(h)
 		s.mu.Lock()
-		e := s.getLocked(r, h, m.perShard)
-		out[0] = e.decideLocked(r.Policy, t)
+		s.getLocked(r, h, m.perShard).decideInto(r.Policy, t, &out[0])
 		s.mu.Unlock()
 		setDeparture(out[:1], now)
 		return nil
@@ -182,7 +181,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 	for i, r := range reqs {
 		e := m.shardOf(hashes[i]).getLocked(r, hashes[i], m.perShard)
 		entries = append(entries, e)
-		out[i] = e.decideLocked(r.Policy, t)
+		e.decideInto(r.Policy, t, &out[i])
 		if !out[i].Allowed && !r.Policy.Shadow {
 			admitted = false
 		}
@@ -446,27 +445,35 @@ func (e *entry) idleAt() int64 {
 // decideLocked takes one request from the bucket when p admits it.
 func (e *entry) decideLocked(p *Policy, now int64) Decision {
 	var d Decision
+	e.decideInto(p, now, &d)
+	return d
+}
+
+// decideInto is decideLocked writing the Decision to d, which spares the
+// hot path copies of it.
+func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
 	switch p.Algorithm {
 	case TokenBucket:
 		var s TokenBucketState
-		s, d = StepTokenBucket(p, TokenBucketState{e.s[0]}, now, 1)
+		s, *d = StepTokenBucket(p, TokenBucketState{e.s[0]}, now, 1)
 		e.s[0] = s.TAT
 	case LeakyBucket:
 		var s LeakyBucketState
-		s, d = StepLeakyBucket(p, LeakyBucketState{e.s[0]}, now, 1)
+		s, *d = StepLeakyBucket(p, LeakyBucketState{e.s[0]}, now, 1)
 		e.s[0] = s.Next
 	case FixedWindow:
 		var s FixedWindowState
-		s, d = StepFixedWindow(p, FixedWindowState{e.s[0], e.s[1]}, now, 1)
+		s, *d = StepFixedWindow(p, FixedWindowState{e.s[0], e.s[1]}, now, 1)
 		e.s[0], e.s[1] = s.Start, s.Count
 	case SlidingWindowCounter:
 		var s SlidingWindowCounterState
-		s, d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 1)
+		s, *d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 1)
 		e.s[0], e.s[1], e.s[2] = s.Start, s.Cur, s.Prev
 	case SlidingWindowLog:
-		d = StepSlidingWindowLog(p, e.logLocked(), now, 1)
+		*d = StepSlidingWindowLog(p, e.logLocked(), now, 1)
+	default:
+		*d = Decision{}
 	}
-	return d
 }
 
 // undoLocked gives back the request that decideLocked admitted, for a
