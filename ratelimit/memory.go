@@ -50,23 +50,30 @@ type MemoryStore struct {
 
 var _ Store = (*MemoryStore)(nil)
 
-type bucketKey struct {
-	policy, key string
-}
-
-// entry is one bucket. It sits in its shard's map and ring. The policy
-// name half of the bucket's identity is pol.Name: a lookup only ever hands
-// the entry a policy of the same name.
+// entry is one bucket, kept inline in its shard's table: the slot is the
+// bucket, so a decision on a cold bucket costs one cache miss for its
+// state. The policy name half of the bucket's identity is pol.Name: a
+// lookup only ever hands the entry a policy of the same name.
 //
 // It is 64 bytes, one cache line: what only some buckets need lives in ext.
+// An entry moves when its shard's table grows or shrinks and when a bucket
+// next to it is removed, so a pointer to one is good only until the table
+// next changes; Wait finds its bucket again by hash after each unlock.
 type entry struct {
-	key  string
-	pol  *Policy
-	s    [3]int64  // scalar state of every algorithm but the log
-	ext  *entryExt // the log, or requests in Wait; nil when neither
-	slot int32     // index in the shard's ring
-	used bool      // decided since the clock hand last passed
+	tag uint64 // the bucket's hash, with usedBit when decided since the clock hand last passed; 0 in an empty slot
+	key string
+	pol *Policy
+	s   [3]int64  // scalar state of every algorithm but the log
+	ext *entryExt // the log, or requests in Wait; nil when neither
 }
+
+// usedBit in an entry's tag marks it decided since the clock hand last
+// passed. A hash never has it, and always has hashSet, so that no hash is
+// 0, the tag of an empty slot.
+const (
+	usedBit = 1 << 63
+	hashSet = 1 << 62
+)
 
 // entryExt is the part of a bucket that only some have: a
 // sliding_window_log bucket's log, and a leaky_bucket's waiting requests
@@ -82,18 +89,23 @@ func (e *entry) logLocked() *SlidingLogState { return &e.ext.log }
 // waitedLocked reports whether requests wait in Wait on the bucket.
 func (e *entry) waitedLocked() bool { return e.ext != nil && e.ext.wq.head != nil }
 
-// memShard holds a share of the buckets. The map is keyed by the bucket's
-// 64-bit hash, which keeps lookups to one probe of small slots; the rare
-// bucket whose hash is taken by another lives in overflow.
+// minSlots is the smallest table a shard has.
+const minSlots = 8
+
+// memShard holds a share of the buckets in an open-addressing table with
+// linear probing, at most seven eighths full: a bucket is one cache miss,
+// and the probe past it reads the next lines, which the processor fetches
+// ahead. A fuller table is smaller, which spares misses of the address
+// translation cache. A removal shifts the buckets after it back into the
+// hole, so the table has no tombstones and a probe ends at the first empty
+// slot.
 type memShard struct {
-	mu       sync.Mutex
-	m        map[uint64]*entry
-	overflow map[bucketKey]*entry
-	ring     []*entry // every bucket, in no order; the hand walks it
-	hand     int
-	counts   map[string]int64 // buckets per policy name
-	seed     maphash.Seed     // the store's, to find an entry's slot again
-	_        [64]byte         // keeps neighbouring shards' locks off one cache line
+	mu     sync.Mutex
+	slots  []entry // a power of two long; the clock hand walks it
+	n      int     // buckets in slots
+	hand   int
+	counts map[string]int64 // buckets per policy name
+	_      [64]byte         // keeps neighbouring shards' locks off one cache line
 }
 
 // NewMemoryStore returns a MemoryStore and starts its sweeper.
@@ -122,9 +134,8 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 	}
 	for i := range m.shards {
 		s := &m.shards[i]
-		s.m = make(map[uint64]*entry)
+		s.slots = make([]entry, minSlots)
 		s.counts = make(map[string]int64)
-		s.seed = m.seed
 	}
 	if o.SweepInterval > 0 {
 		go m.sweepLoop(o.SweepInterval)
@@ -140,10 +151,11 @@ func (m *MemoryStore) hash(policy, key string) uint64 { return bucketHash(m.seed
 
 func bucketHash(seed maphash.Seed, policy, key string) uint64 {
 	h := maphash.String(seed, key)
-	return (h ^ maphash.String(seed, policy)*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
+	h = (h ^ maphash.String(seed, policy)*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
+	return h&^usedBit | hashSet
 }
 
-// shardIndex picks the shard from high bits of h; the maps use all of them.
+// shardIndex picks the shard from high bits of h; the tables use low ones.
 func (m *MemoryStore) shardIndex(h uint64) int { return int((h >> 40) & m.mask) }
 
 func (m *MemoryStore) shardOf(h uint64) *memShard { return &m.shards[m.shardIndex(h)] }
@@ -156,7 +168,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		h := m.hash(r.Policy.Name, r.Key)
 		s := m.shardOf(h)
 		s.mu.Lock()
-		s.getLocked(r, h, m.perShard).decideInto(r.Policy, t, &out[0])
+		s.getLocked(r, h, m.perShard, nil).decideInto(r.Policy, t, &out[0])
 		s.mu.Unlock()
 		setDeparture(out[:1], now)
 		return nil
@@ -177,9 +189,15 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 	for _, i := range order {
 		m.shards[i].mu.Lock()
 	}
+	// Every bucket is found or made first, none evicting one found before
+	// it; creating one may move the others, so they are looked up again
+	// once the tables no longer change.
+	for i, r := range reqs {
+		m.shardOf(hashes[i]).getLocked(r, hashes[i], m.perShard, hashes[:i])
+	}
 	admitted := true
 	for i, r := range reqs {
-		e := m.shardOf(hashes[i]).getLocked(r, hashes[i], m.perShard)
+		e := m.shardOf(hashes[i]).lookupLocked(hashes[i], r.Policy.Name, r.Key)
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
 		if !out[i].Allowed && !r.Policy.Shadow {
@@ -246,7 +264,7 @@ func (m *MemoryStore) Len() int {
 	for i := range m.shards {
 		s := &m.shards[i]
 		s.mu.Lock()
-		n += len(s.ring)
+		n += s.n
 		s.mu.Unlock()
 	}
 	return n
@@ -276,7 +294,8 @@ func (m *MemoryStore) sweepLoop(every time.Duration) {
 
 // Sweep removes the buckets that are idle at now and returns how many it
 // removed. A bucket is idle when its state equals a fresh one. It locks one
-// shard at a time, for a bounded stretch of buckets each time.
+// shard at a time, for a bounded stretch of slots each time, and shrinks a
+// table it leaves mostly empty.
 func (m *MemoryStore) Sweep(now time.Time) int {
 	const stretch = 1024
 	t := now.UnixNano()
@@ -285,104 +304,148 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 		s := &m.shards[i]
 		for at, done := 0, false; !done; {
 			s.mu.Lock()
-			for n := 0; n < stretch && at < len(s.ring); n++ {
-				if e := s.ring[at]; !e.waitedLocked() && e.idleAt() <= t {
-					s.removeLocked(e) // the last bucket moves to at
+			for n := 0; n < stretch && at < len(s.slots); n++ {
+				// A removal shifts a later bucket into at, so at is
+				// looked at again; one shifted from the table's start
+				// is merely looked at twice.
+				if e := &s.slots[at]; e.tag != 0 && !e.waitedLocked() && e.idleAt() <= t {
+					s.removeLocked(at)
 					removed++
 				} else {
 					at++
 				}
 			}
-			done = at >= len(s.ring)
+			done = at >= len(s.slots)
+			if done {
+				s.shrinkLocked()
+			}
 			s.mu.Unlock()
 		}
 	}
 	return removed
 }
 
+// home is the slot where a probe for hash h starts.
+func (s *memShard) home(h uint64) int { return int(h & uint64(len(s.slots)-1)) }
+
+// lookupLocked returns the bucket of (policy, key), whose hash is h, or
+// nil. The pointer is good until the shard's table next changes.
 func (s *memShard) lookupLocked(h uint64, policy, key string) *entry {
-	if e := s.m[h]; e != nil && e.key == key && e.pol.Name == policy {
-		return e
+	mask := len(s.slots) - 1
+	for i := s.home(h); ; i = (i + 1) & mask {
+		e := &s.slots[i]
+		if e.tag == 0 {
+			return nil
+		}
+		if e.tag&^usedBit == h && e.key == key && e.pol.Name == policy {
+			return e
+		}
 	}
-	if s.overflow != nil {
-		return s.overflow[bucketKey{policy, key}]
-	}
-	return nil
 }
 
 // getLocked returns the bucket of r, whose hash is h, creating it (and
-// evicting the least recently used one when the shard is full), marked as
-// just used.
-func (s *memShard) getLocked(r Request, h uint64, limit int) *entry {
+// evicting the least recently used one when the shard is full, but none
+// whose hash is in keep), marked as just used. The pointer is good until
+// the shard's table next changes.
+func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *entry {
 	if e := s.lookupLocked(h, r.Policy.Name, r.Key); e != nil {
 		e.refreshLocked(r.Policy)
-		e.used = true
+		e.tag |= usedBit
 		return e
 	}
-	if len(s.ring) >= limit {
-		s.evictLocked()
+	if s.n >= limit {
+		s.evictLocked(keep)
+	}
+	if 8*(s.n+1) > 7*len(s.slots) {
+		s.resizeLocked(2 * len(s.slots))
 	}
 	// A new bucket starts marked, so it outlives at least one turn of the
 	// hand, as it would outlive a shard's worth of newer buckets in a
 	// least-recently-used list; starting unmarked would let a flood of
 	// new keys evict each newcomer before its second request.
-	e := &entry{key: r.Key, pol: r.Policy, slot: int32(len(s.ring)), used: true}
-	s.ring = append(s.ring, e)
+	e := s.insertLocked(entry{tag: h | usedBit, key: r.Key, pol: r.Policy})
 	if r.Policy.Algorithm == SlidingWindowLog {
 		e.ext = new(entryExt)
 	}
-	if _, taken := s.m[h]; taken {
-		if s.overflow == nil {
-			s.overflow = make(map[bucketKey]*entry)
-		}
-		s.overflow[bucketKey{r.Policy.Name, r.Key}] = e
-	} else {
-		s.m[h] = e
-	}
+	s.n++
 	s.counts[r.Policy.Name]++
 	return e
 }
 
-// evictLocked removes a bucket not used since the clock hand last passed
-// and that no request is waiting on. Two turns of the hand clear every
-// mark, so it finds one unless every bucket has waiters.
-func (s *memShard) evictLocked() {
-	for range 2 * len(s.ring) {
-		if s.hand >= len(s.ring) {
+// insertLocked puts e into the first empty slot of its probe; the table
+// has room and does not hold e's bucket.
+func (s *memShard) insertLocked(e entry) *entry {
+	mask := len(s.slots) - 1
+	i := s.home(e.tag)
+	for s.slots[i].tag != 0 {
+		i = (i + 1) & mask
+	}
+	s.slots[i] = e
+	return &s.slots[i]
+}
+
+// resizeLocked moves the buckets into a table of size slots.
+func (s *memShard) resizeLocked(size int) {
+	old := s.slots
+	s.slots = make([]entry, size)
+	for i := range old {
+		if old[i].tag != 0 {
+			s.insertLocked(old[i])
+		}
+	}
+	s.hand = 0
+}
+
+// shrinkLocked halves the table while it would stay at most three eighths
+// full, so that memory follows a sweep and a refill does not resize at
+// once.
+func (s *memShard) shrinkLocked() {
+	size := len(s.slots)
+	for size > minSlots && 8*s.n <= 3*(size/2) {
+		size /= 2
+	}
+	if size < len(s.slots) {
+		s.resizeLocked(size)
+	}
+}
+
+// evictLocked removes a bucket not used since the clock hand last passed,
+// that no request is waiting on and whose hash is not in keep. Two turns
+// of the hand clear every mark, so it finds one unless every bucket has
+// waiters or is kept.
+func (s *memShard) evictLocked(keep []uint64) {
+	for range 2 * len(s.slots) {
+		if s.hand >= len(s.slots) {
 			s.hand = 0
 		}
-		e := s.ring[s.hand]
-		if !e.used && !e.waitedLocked() {
-			s.removeLocked(e)
-			return
+		e := &s.slots[s.hand]
+		if e.tag != 0 {
+			if e.tag&usedBit == 0 && !e.waitedLocked() && !slices.Contains(keep, e.tag) {
+				s.removeLocked(s.hand)
+				return
+			}
+			e.tag &^= usedBit
 		}
-		e.used = false
 		s.hand++
 	}
 }
 
-// removeLocked drops e from the shard. The entry does not keep its hash;
-// hashing it again on removal is cheaper than eight bytes per bucket.
-func (s *memShard) removeLocked(e *entry) {
-	last := len(s.ring) - 1
-	s.ring[e.slot] = s.ring[last]
-	s.ring[e.slot].slot = e.slot
-	s.ring[last] = nil
-	s.ring = s.ring[:last]
-	name := e.pol.Name
-	if s.overflow != nil {
-		k := bucketKey{name, e.key}
-		if s.overflow[k] == e {
-			delete(s.overflow, k)
-			if len(s.overflow) == 0 {
-				s.overflow = nil
-			}
-			s.decCountLocked(name)
-			return
+// removeLocked drops the bucket in slot i and shifts back into the hole
+// every later bucket of the run that may sit there, so that no probe
+// meets an empty slot before its bucket.
+func (s *memShard) removeLocked(i int) {
+	s.decCountLocked(s.slots[i].pol.Name)
+	s.n--
+	mask := len(s.slots) - 1
+	for j := (i + 1) & mask; s.slots[j].tag != 0; j = (j + 1) & mask {
+		// The bucket at j may fill the hole when the hole lies on its
+		// probe, from its home up to j.
+		if (j-s.home(s.slots[j].tag))&mask >= (j-i)&mask {
+			s.slots[i] = s.slots[j]
+			i = j
 		}
 	}
-	delete(s.m, bucketHash(s.seed, name, e.key))
-	s.decCountLocked(name)
+	s.slots[i] = entry{}
 }
 
 func (s *memShard) decCountLocked(name string) {

@@ -130,26 +130,30 @@ func TestEvictionSkipsWaitedBuckets(t *testing.T) {
 	}
 	s := &m.shards[0]
 	s.mu.Lock()
-	for _, e := range s.ring {
-		e.used = false
+	for i := range s.slots {
+		s.slots[i].tag &^= usedBit
 	}
-	tail := s.ring[s.hand] // the hand's next victim, but for its waiters
+	tail := s.nextVictimLocked(t) // the hand's next victim, but for its waiters
+	key := tail.key
 	tail.ext = &entryExt{wq: waitQueue{head: &waiter{}}}
 	s.mu.Unlock()
 	fill(t, m, p, t0, "new")
 	s.mu.Lock()
-	_, kept := s.m[bucketHash(s.seed, p.Name, tail.key)]
-	tail.ext = nil
+	e := s.lookupLocked(m.hash(p.Name, key), p.Name, key)
+	kept := e != nil
+	if kept {
+		e.ext = nil
+	}
 	s.mu.Unlock()
 	if !kept {
-		t.Errorf("bucket %s with waiters: got evicted, want kept", tail.key)
+		t.Errorf("bucket %s with waiters: got evicted, want kept", key)
 	}
 	if got, want := m.Len(), 8; got != want {
 		t.Errorf("got Len %d, want %d", got, want)
 	}
 }
 
-func TestHashCollisionsUseOverflow(t *testing.T) {
+func TestHashCollisionsProbeOn(t *testing.T) {
 	t.Parallel()
 	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
 	defer m.Close()
@@ -157,34 +161,52 @@ func TestHashCollisionsUseOverflow(t *testing.T) {
 	s := &m.shards[0]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	const h = 42 // both keys forced onto one hash
-	a := s.getLocked(Request{Policy: p, Key: "a"}, h, m.perShard)
-	b := s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard)
-	if a == b {
-		t.Fatal("colliding keys: got one bucket, want two")
+	const h = 42 | hashSet // both keys forced onto one hash
+	s.getLocked(Request{Policy: p, Key: "a"}, h, m.perShard, nil)
+	s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil)
+	a := s.lookupLocked(h, p.Name, "a")
+	b := s.lookupLocked(h, p.Name, "b")
+	if a == nil || b == nil || a == b {
+		t.Fatalf("colliding keys: got buckets %p and %p, want two", a, b)
+	}
+	if a.key != "a" || b.key != "b" {
+		t.Errorf("got buckets of keys %q and %q, want a and b", a.key, b.key)
 	}
 	a.decideLocked(p, t0.UnixNano())
 	if got := s.lookupLocked(h, p.Name, "a"); got != a {
 		t.Errorf("lookup a: got %p, want %p", got, a)
 	}
-	if got := s.lookupLocked(h, p.Name, "b"); got != b {
-		t.Errorf("lookup b: got %p, want %p", got, b)
-	}
-	if got := s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard); got != b {
+	if got := s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil); got != b {
 		t.Errorf("get b again: got %p, want %p", got, b)
 	}
-	if got, want := len(s.m)+len(s.overflow), 2; got != want {
+	if got, want := s.n, 2; got != want {
 		t.Errorf("got %d buckets, want %d", got, want)
 	}
-	// removeLocked rehashes, which does not give 42: drive the two maps
-	// directly as removal would.
-	delete(s.overflow, bucketKey{p.Name, "b"})
+	s.removeLocked(slotOf(s, b))
 	if got := s.lookupLocked(h, p.Name, "b"); got != nil {
 		t.Errorf("lookup b after removal: got %p, want nil", got)
 	}
-	if got := s.lookupLocked(h, p.Name, "a"); got != a {
-		t.Errorf("lookup a after b's removal: got %p, want %p", got, a)
+	a = s.lookupLocked(h, p.Name, "a")
+	if a == nil || a.key != "a" || a.s[1] != 1 {
+		t.Errorf("lookup a after b's removal: got %+v, want a's bucket with one request", a)
 	}
+}
+
+// slotOf is the index of e in s's table.
+func slotOf(s *memShard, e *entry) int {
+	return int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&s.slots[0]))) / unsafe.Sizeof(entry{}))
+}
+
+// nextVictimLocked is the bucket the clock hand reaches first.
+func (s *memShard) nextVictimLocked(t *testing.T) *entry {
+	t.Helper()
+	for k := range len(s.slots) {
+		if e := &s.slots[(s.hand+k)%len(s.slots)]; e.tag != 0 {
+			return e
+		}
+	}
+	t.Fatal("got an empty shard, want buckets")
+	return nil
 }
 
 func TestSweepRemovesIdleBuckets(t *testing.T) {

@@ -45,15 +45,13 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	w := &waiter{dep: d.Departure.UnixNano()}
 	s.mu.Lock()
 	e := s.lookupLocked(h, r.Policy.Name, r.Key)
-	if e != nil && e.pol.Algorithm != LeakyBucket {
-		e = nil
-	}
-	if e != nil {
+	queued := e != nil && e.pol.Algorithm == LeakyBucket
+	if queued {
 		e.enqueueLocked(w)
 	}
 	if err := ctx.Err(); err != nil {
 		// Gone before waiting at all: no timer, the place goes back.
-		if e != nil {
+		if queued {
 			m.giveUpLocked(e, w, r.Policy)
 		}
 		s.mu.Unlock()
@@ -63,22 +61,24 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	s.mu.Unlock()
 	defer w.timer.Stop()
 
+	// A bucket with requests in Wait is never removed, but it moves in
+	// its shard's table: after each unlock it is looked up again.
 	select {
 	case <-w.timer.C:
 		// A departure only ever moves earlier, so any firing means due.
 		w.leaving.Store(true)
-		if e != nil {
+		if queued {
 			s.mu.Lock()
-			e.dequeueLocked(w)
+			s.lookupLocked(h, r.Policy.Name, r.Key).dequeueLocked(w)
 			s.mu.Unlock()
 		}
 		return nil
 	case <-ctx.Done():
 	}
 	w.leaving.Store(true)
-	if e != nil {
+	if queued {
 		s.mu.Lock()
-		m.giveUpLocked(e, w, r.Policy)
+		m.giveUpLocked(s.lookupLocked(h, r.Policy.Name, r.Key), w, r.Policy)
 		s.mu.Unlock()
 	}
 	return ctx.Err()
