@@ -101,7 +101,7 @@ const minSlots = 8
 // slot.
 type memShard struct {
 	mu     sync.Mutex
-	slots  []entry // a power of two long; the clock hand walks it
+	slots  []entry // see grownSize for the lengths; the clock hand walks it
 	n      int     // buckets in slots
 	hand   int
 	counts map[string]int64 // buckets per policy name
@@ -325,14 +325,22 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 	return removed
 }
 
-// home is the slot where a probe for hash h starts.
-func (s *memShard) home(h uint64) int { return int(h & uint64(len(s.slots)-1)) }
+// home is the slot where a probe for hash h starts: the low 32 bits of h
+// scaled to the table's length, which need not be a power of two.
+func (s *memShard) home(h uint64) int { return int(h & 0xffffffff * uint64(len(s.slots)) >> 32) }
+
+// next is the slot a probe visits after i.
+func (s *memShard) next(i int) int {
+	if i++; i == len(s.slots) {
+		return 0
+	}
+	return i
+}
 
 // lookupLocked returns the bucket of (policy, key), whose hash is h, or
 // nil. The pointer is good until the shard's table next changes.
 func (s *memShard) lookupLocked(h uint64, policy, key string) *entry {
-	mask := len(s.slots) - 1
-	for i := s.home(h); ; i = (i + 1) & mask {
+	for i := s.home(h); ; i = s.next(i) {
 		e := &s.slots[i]
 		if e.tag == 0 {
 			return nil
@@ -357,7 +365,7 @@ func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *ent
 		s.evictLocked(keep)
 	}
 	if 8*(s.n+1) > 7*len(s.slots) {
-		s.resizeLocked(2 * len(s.slots))
+		s.resizeLocked(grownSize(len(s.slots)))
 	}
 	// A new bucket starts marked, so it outlives at least one turn of the
 	// hand, as it would outlive a shard's worth of newer buckets in a
@@ -375,10 +383,9 @@ func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *ent
 // insertLocked puts e into the first empty slot of its probe; the table
 // has room and does not hold e's bucket.
 func (s *memShard) insertLocked(e entry) *entry {
-	mask := len(s.slots) - 1
 	i := s.home(e.tag)
 	for s.slots[i].tag != 0 {
-		i = (i + 1) & mask
+		i = s.next(i)
 	}
 	s.slots[i] = e
 	return &s.slots[i]
@@ -396,12 +403,22 @@ func (s *memShard) resizeLocked(size int) {
 	s.hand = 0
 }
 
+// grownSize is the table length after size: tables are 2^k or 3*2^(k-1)
+// long (8, 12, 16, 24, ...), so a full shard's table is at least about
+// 58% full, and its memory at most about 1.7 times the buckets'.
+func grownSize(size int) int {
+	if size&(size-1) == 0 {
+		return size + size/2
+	}
+	return size + size/3
+}
+
 // shrinkLocked halves the table while it would stay at most three eighths
 // full, so that memory follows a sweep and a refill does not resize at
 // once.
 func (s *memShard) shrinkLocked() {
 	size := len(s.slots)
-	for size > minSlots && 8*s.n <= 3*(size/2) {
+	for size/2 >= minSlots && 8*s.n <= 3*(size/2) {
 		size /= 2
 	}
 	if size < len(s.slots) {
@@ -436,16 +453,23 @@ func (s *memShard) evictLocked(keep []uint64) {
 func (s *memShard) removeLocked(i int) {
 	s.decCountLocked(s.slots[i].pol.Name)
 	s.n--
-	mask := len(s.slots) - 1
-	for j := (i + 1) & mask; s.slots[j].tag != 0; j = (j + 1) & mask {
+	for j := s.next(i); s.slots[j].tag != 0; j = s.next(j) {
 		// The bucket at j may fill the hole when the hole lies on its
 		// probe, from its home up to j.
-		if (j-s.home(s.slots[j].tag))&mask >= (j-i)&mask {
+		if s.dist(s.home(s.slots[j].tag), j) >= s.dist(i, j) {
 			s.slots[i] = s.slots[j]
 			i = j
 		}
 	}
 	s.slots[i] = entry{}
+}
+
+// dist is how many steps a probe takes from slot a to slot b.
+func (s *memShard) dist(a, b int) int {
+	if b < a {
+		return b + len(s.slots) - a
+	}
+	return b - a
 }
 
 func (s *memShard) decCountLocked(name string) {

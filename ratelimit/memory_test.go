@@ -337,3 +337,41 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("got Len %d, want at most 256", got)
 	}
 }
+
+// TestTableKeepsEveryBucket fills one shard's table through several
+// growths, removes every other bucket by a sweep (each removal shifting
+// buckets back, some across the table's end) and checks that every bucket
+// left is still found and the emptied table shrank.
+func TestTableKeepsEveryBucket(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 120, SweepInterval: -1})
+	defer m.Close()
+	if len(m.shards) != 1 {
+		t.Fatalf("got %d shards, want 1", len(m.shards))
+	}
+	short := MustPolicy(Policy{Name: "short", Algorithm: FixedWindow, Limit: 5, Window: time.Second})
+	long := MustPolicy(Policy{Name: "long", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
+	for i := range 60 {
+		fill(t, m, short, t0, "s"+strconv.Itoa(i))
+		fill(t, m, long, t0, "l"+strconv.Itoa(i))
+	}
+	if got, want := m.Len(), 120; got != want {
+		t.Fatalf("got Len %d, want %d", got, want)
+	}
+	grown := len(m.shards[0].slots)
+	if got := m.Sweep(t0.Add(time.Minute)); got != 60 {
+		t.Errorf("sweep: got %d removed, want 60", got)
+	}
+	for i := range 60 {
+		if k := "l" + strconv.Itoa(i); !used(t, m, long, t0, k) {
+			t.Errorf("bucket %s: got lost after the sweep, want kept", k)
+		}
+	}
+	if got := m.Sweep(t0.Add(2 * time.Hour)); got != 60 {
+		t.Errorf("second sweep: got %d removed, want 60", got)
+	}
+	// Halving stops short of minSlots: a table of 12 stays 12.
+	if got := len(m.shards[0].slots); got > 12 {
+		t.Errorf("emptied table: got %d slots (from %d), want at most 12", got, grown)
+	}
+}

@@ -33,8 +33,8 @@ func heapAndStack() (heap, stack uint64) {
 }
 
 // TestMeasureBytesPerKey reports the store's bytes per tracked bucket at
-// 1,000,000 buckets for every algorithm: entry, map slot, LRU links and
-// algorithm state. The key strings are built beforehand and not counted
+// 1,000,000 buckets for every algorithm: the entry with its share of the
+// table's empty slots, and algorithm state. The key strings are built beforehand and not counted
 // (a gateway's keys cost their own length on top).
 func TestMeasureBytesPerKey(t *testing.T) {
 	needMeasure(t)
