@@ -1,5 +1,8 @@
 # Build: docker build -t sluice .
 # Run:   docker run -p 8080:8080 -v $PWD/sluice.yaml:/etc/sluice/sluice.yaml sluice
+# With ACME, mount a writable volume for tls.acme.storage (the image runs as
+# a non-root user), e.g. -v sluice-certs:/var/lib/sluice with
+# storage: /var/lib/sluice/certs.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
