@@ -49,15 +49,7 @@ func BenchmarkDecide(b *testing.B) {
 			b.Run(name+"/serial", func(b *testing.B) {
 				m := benchStore(p, keys)
 				defer m.Close()
-				reqs := []Request{{Policy: p}}
-				out := make([]Decision, 1)
-				ctx := context.Background()
-				b.ReportAllocs()
-				b.ResetTimer()
-				for i := 0; b.Loop(); i++ {
-					reqs[0].Key = keys[i%nkeys]
-					m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
-				}
+				decideSerially(b, m, p, keys, t0, step)
 			})
 			if nkeys > 1 {
 				// As a gateway sees them: keys in no order, each a fresh
@@ -74,15 +66,7 @@ func BenchmarkDecide(b *testing.B) {
 					for i, j := range rand.New(rand.NewPCG(1, 2)).Perm(nkeys) {
 						order[i] = fresh[j]
 					}
-					reqs := []Request{{Policy: p}}
-					out := make([]Decision, 1)
-					ctx := context.Background()
-					b.ReportAllocs()
-					b.ResetTimer()
-					for i := 0; b.Loop(); i++ {
-						reqs[0].Key = order[i%nkeys]
-						m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
-					}
+					decideSerially(b, m, p, order, t0, step)
 				})
 			}
 			b.Run(name+"/parallel", func(b *testing.B) {
@@ -164,4 +148,18 @@ func BenchmarkDecideRoute(b *testing.B) {
 			m.Decide(ctx, t0.Add(time.Duration(i)*step), routes[i%n], out)
 		}
 	})
+}
+
+// decideSerially times one decision per iteration for p, visiting keys in
+// order and moving a virtual clock on by step each time.
+func decideSerially(b *testing.B, m *MemoryStore, p *Policy, keys []string, t0 time.Time, step time.Duration) {
+	reqs := []Request{{Policy: p}}
+	out := make([]Decision, 1)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		reqs[0].Key = keys[i%len(keys)]
+		m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
+	}
 }
