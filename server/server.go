@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -300,7 +301,7 @@ func restartNeeded(old, cfg *routes.Config) []string {
 	if (old.TLS == nil) != (cfg.TLS == nil) || (old.TLS != nil && old.TLS.Listen != cfg.TLS.Listen) {
 		out = append(out, "tls")
 	}
-	if fmt.Sprint(old.Store) != fmt.Sprint(cfg.Store) {
+	if !reflect.DeepEqual(old.Store, cfg.Store) {
 		out = append(out, "store")
 	}
 	return out
