@@ -23,8 +23,11 @@ type MemoryOptions struct {
 	Clock func() time.Time
 }
 
-// MemoryStore keeps limiter state in process memory, in shards each guarded
-// by its own mutex, so decisions for different keys rarely contend. Idle
+// MemoryStore keeps limiter state in process memory, in shards. A decision
+// on a bucket that exists locks only that bucket, inside the cache line
+// that holds its state, so decisions for different keys on different cores
+// share no memory they write; making and removing buckets takes the
+// shard's mutex. Idle
 // buckets are removed by a background sweep; the number of buckets is
 // bounded by MaxKeys, each shard holding its share.
 //
@@ -49,64 +52,6 @@ type MemoryStore struct {
 }
 
 var _ Store = (*MemoryStore)(nil)
-
-// entry is one bucket, kept inline in its shard's table: the slot is the
-// bucket, so a decision on a cold bucket costs one cache miss for its
-// state. The policy name half of the bucket's identity is pol.Name: a
-// lookup only ever hands the entry a policy of the same name.
-//
-// It is 64 bytes, one cache line: what only some buckets need lives in ext.
-// An entry moves when its shard's table grows or shrinks and when a bucket
-// next to it is removed, so a pointer to one is good only until the table
-// next changes; Wait finds its bucket again by hash after each unlock.
-type entry struct {
-	tag uint64 // the bucket's hash, with usedBit when decided since the clock hand last passed; 0 in an empty slot
-	key string
-	pol *Policy
-	s   [3]int64  // scalar state of every algorithm but the log
-	ext *entryExt // the log, or requests in Wait; nil when neither
-}
-
-// usedBit in an entry's tag marks it decided since the clock hand last
-// passed. A hash never has it, and always has hashSet, so that no hash is
-// 0, the tag of an empty slot.
-const (
-	usedBit = 1 << 63
-	hashSet = 1 << 62
-)
-
-// entryExt is the part of a bucket that only some have: a
-// sliding_window_log bucket's log, and a leaky_bucket's waiting requests
-// while there are any.
-type entryExt struct {
-	log SlidingLogState
-	wq  waitQueue
-}
-
-// logLocked is a sliding_window_log bucket's log.
-func (e *entry) logLocked() *SlidingLogState { return &e.ext.log }
-
-// waitedLocked reports whether requests wait in Wait on the bucket.
-func (e *entry) waitedLocked() bool { return e.ext != nil && e.ext.wq.head != nil }
-
-// minSlots is the smallest table a shard has.
-const minSlots = 8
-
-// memShard holds a share of the buckets in an open-addressing table with
-// linear probing, at most seven eighths full: a bucket is one cache miss,
-// and the probe past it reads the next lines, which the processor fetches
-// ahead. A fuller table is smaller, which spares misses of the address
-// translation cache. A removal shifts the buckets after it back into the
-// hole, so the table has no tombstones and a probe ends at the first empty
-// slot.
-type memShard struct {
-	mu     sync.Mutex
-	slots  []entry // see grownSize for the lengths; the clock hand walks it
-	n      int     // buckets in slots
-	hand   int
-	counts map[string]int64 // buckets per policy name
-	_      [64]byte         // keeps neighbouring shards' locks off one cache line
-}
 
 // NewMemoryStore returns a MemoryStore and starts its sweeper.
 func NewMemoryStore(o MemoryOptions) *MemoryStore {
@@ -134,7 +79,7 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 	}
 	for i := range m.shards {
 		s := &m.shards[i]
-		s.slots = make([]entry, minSlots)
+		s.tab.Store(newTable(minSlots))
 		s.counts = make(map[string]int64)
 	}
 	if o.SweepInterval > 0 {
@@ -152,7 +97,7 @@ func (m *MemoryStore) hash(policy, key string) uint64 { return bucketHash(m.seed
 func bucketHash(seed maphash.Seed, policy, key string) uint64 {
 	h := maphash.String(seed, key)
 	h = (h ^ maphash.String(seed, policy)*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
-	return h&^usedBit | hashSet
+	return h&hashMask | hashSet
 }
 
 // shardIndex picks the shard from high bits of h; the tables use low ones.
@@ -167,9 +112,16 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		r := reqs[0]
 		h := m.hash(r.Policy.Name, r.Key)
 		s := m.shardOf(h)
-		s.mu.Lock()
-		s.getLocked(r, h, m.perShard, nil).decideInto(r.Policy, t, &out[0])
-		s.mu.Unlock()
+		e := s.find(h, r.Policy.Name, r.Key)
+		if e != nil {
+			e.refreshLocked(r.Policy)
+		} else {
+			s.mu.Lock()
+			e = s.getLocked(r, h, m.perShard, nil)
+			s.mu.Unlock()
+		}
+		e.decideInto(r.Policy, t, &out[0])
+		e.unlock(true)
 		setDeparture(out[:1], now)
 		return nil
 	}
@@ -190,14 +142,18 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		m.shards[i].mu.Lock()
 	}
 	// Every bucket is found or made first, none evicting one found before
-	// it; creating one may move the others, so they are looked up again
-	// once the tables no longer change.
+	// it; creating one may move the others, so they are looked up again,
+	// and locked, once the tables no longer change. A bucket two limits
+	// name is locked once.
 	for i, r := range reqs {
-		m.shardOf(hashes[i]).getLocked(r, hashes[i], m.perShard, hashes[:i])
+		m.shardOf(hashes[i]).getLocked(r, hashes[i], m.perShard, hashes[:i]).unlock(true)
 	}
 	admitted := true
 	for i, r := range reqs {
-		e := m.shardOf(hashes[i]).lookupLocked(hashes[i], r.Policy.Name, r.Key)
+		e := sameBucket(reqs[:i], hashes[:i], entries, r, hashes[i])
+		if e == nil {
+			e = m.shardOf(hashes[i]).find(hashes[i], r.Policy.Name, r.Key)
+		}
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
 		if !out[i].Allowed && !r.Policy.Shadow {
@@ -218,10 +174,26 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 			}
 		}
 	}
+	for i, r := range reqs {
+		if sameBucket(reqs[:i], hashes[:i], entries, r, hashes[i]) == nil {
+			entries[i].unlock(false)
+		}
+	}
 	for _, i := range slices.Backward(order) {
 		m.shards[i].mu.Unlock()
 	}
 	setDeparture(out, now)
+	return nil
+}
+
+// sameBucket returns the entry of the first of reqs that names the bucket
+// of r, whose hash is h, or nil when none does.
+func sameBucket(reqs []Request, hashes []uint64, entries []*entry, r Request, h uint64) *entry {
+	for j, o := range reqs {
+		if hashes[j] == h && o.Key == r.Key && o.Policy.Name == r.Policy.Name {
+			return entries[j]
+		}
+	}
 	return nil
 }
 
@@ -232,7 +204,7 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 	s := m.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.lookupLocked(h, r.Policy.Name, r.Key)
+	e := s.find(h, r.Policy.Name, r.Key)
 	if e == nil {
 		fresh := entry{pol: r.Policy}
 		if r.Policy.Algorithm == SlidingWindowLog {
@@ -240,6 +212,7 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 		}
 		return fresh.peekLocked(r.Policy, t), nil
 	}
+	defer e.unlock(false)
 	e.refreshLocked(r.Policy)
 	return e.peekLocked(r.Policy, t), nil
 }
@@ -304,18 +277,25 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 		s := &m.shards[i]
 		for at, done := 0, false; !done; {
 			s.mu.Lock()
-			for n := 0; n < stretch && at < len(s.slots); n++ {
+			slots := s.tab.Load().slots
+			for n := 0; n < stretch && at < len(slots); n++ {
 				// A removal shifts a later bucket into at, so at is
 				// looked at again; one shifted from the table's start
-				// is merely looked at twice.
-				if e := &s.slots[at]; e.tag != 0 && !e.waitedLocked() && e.idleAt() <= t {
+				// is merely looked at twice. A bucket locked by a
+				// decision is in use, so not idle.
+				e := &slots[at]
+				switch {
+				case !e.tryLock():
+					at++
+				case !e.waitedLocked() && e.idleAt() <= t:
 					s.removeLocked(at)
 					removed++
-				} else {
+				default:
+					e.unlock(false)
 					at++
 				}
 			}
-			done = at >= len(s.slots)
+			done = at >= len(slots)
 			if done {
 				s.shrinkLocked()
 			}
@@ -323,159 +303,6 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 		}
 	}
 	return removed
-}
-
-// home is the slot where a probe for hash h starts: the low 32 bits of h
-// scaled to the table's length, which need not be a power of two.
-func (s *memShard) home(h uint64) int { return int(h & 0xffffffff * uint64(len(s.slots)) >> 32) }
-
-// next is the slot a probe visits after i.
-func (s *memShard) next(i int) int {
-	if i++; i == len(s.slots) {
-		return 0
-	}
-	return i
-}
-
-// lookupLocked returns the bucket of (policy, key), whose hash is h, or
-// nil. The pointer is good until the shard's table next changes.
-func (s *memShard) lookupLocked(h uint64, policy, key string) *entry {
-	for i := s.home(h); ; i = s.next(i) {
-		e := &s.slots[i]
-		if e.tag == 0 {
-			return nil
-		}
-		if e.tag&^usedBit == h && e.key == key && e.pol.Name == policy {
-			return e
-		}
-	}
-}
-
-// getLocked returns the bucket of r, whose hash is h, creating it (and
-// evicting the least recently used one when the shard is full, but none
-// whose hash is in keep), marked as just used. The pointer is good until
-// the shard's table next changes.
-func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *entry {
-	if e := s.lookupLocked(h, r.Policy.Name, r.Key); e != nil {
-		e.refreshLocked(r.Policy)
-		e.tag |= usedBit
-		return e
-	}
-	if s.n >= limit {
-		s.evictLocked(keep)
-	}
-	if 8*(s.n+1) > 7*len(s.slots) {
-		s.resizeLocked(grownSize(len(s.slots)))
-	}
-	// A new bucket starts marked, so it outlives at least one turn of the
-	// hand, as it would outlive a shard's worth of newer buckets in a
-	// least-recently-used list; starting unmarked would let a flood of
-	// new keys evict each newcomer before its second request.
-	e := s.insertLocked(entry{tag: h | usedBit, key: r.Key, pol: r.Policy})
-	if r.Policy.Algorithm == SlidingWindowLog {
-		e.ext = new(entryExt)
-	}
-	s.n++
-	s.counts[r.Policy.Name]++
-	return e
-}
-
-// insertLocked puts e into the first empty slot of its probe; the table
-// has room and does not hold e's bucket.
-func (s *memShard) insertLocked(e entry) *entry {
-	i := s.home(e.tag)
-	for s.slots[i].tag != 0 {
-		i = s.next(i)
-	}
-	s.slots[i] = e
-	return &s.slots[i]
-}
-
-// resizeLocked moves the buckets into a table of size slots.
-func (s *memShard) resizeLocked(size int) {
-	old := s.slots
-	s.slots = make([]entry, size)
-	for i := range old {
-		if old[i].tag != 0 {
-			s.insertLocked(old[i])
-		}
-	}
-	s.hand = 0
-}
-
-// grownSize is the table length after size: tables are 2^k or 3*2^(k-1)
-// long (8, 12, 16, 24, ...), so a full shard's table is at least about
-// 58% full, and its memory at most about 1.7 times the buckets'.
-func grownSize(size int) int {
-	if size&(size-1) == 0 {
-		return size + size/2
-	}
-	return size + size/3
-}
-
-// shrinkLocked halves the table while it would stay at most three eighths
-// full, so that memory follows a sweep and a refill does not resize at
-// once.
-func (s *memShard) shrinkLocked() {
-	size := len(s.slots)
-	for size/2 >= minSlots && 8*s.n <= 3*(size/2) {
-		size /= 2
-	}
-	if size < len(s.slots) {
-		s.resizeLocked(size)
-	}
-}
-
-// evictLocked removes a bucket not used since the clock hand last passed,
-// that no request is waiting on and whose hash is not in keep. Two turns
-// of the hand clear every mark, so it finds one unless every bucket has
-// waiters or is kept.
-func (s *memShard) evictLocked(keep []uint64) {
-	for range 2 * len(s.slots) {
-		if s.hand >= len(s.slots) {
-			s.hand = 0
-		}
-		e := &s.slots[s.hand]
-		if e.tag != 0 {
-			if e.tag&usedBit == 0 && !e.waitedLocked() && !slices.Contains(keep, e.tag) {
-				s.removeLocked(s.hand)
-				return
-			}
-			e.tag &^= usedBit
-		}
-		s.hand++
-	}
-}
-
-// removeLocked drops the bucket in slot i and shifts back into the hole
-// every later bucket of the run that may sit there, so that no probe
-// meets an empty slot before its bucket.
-func (s *memShard) removeLocked(i int) {
-	s.decCountLocked(s.slots[i].pol.Name)
-	s.n--
-	for j := s.next(i); s.slots[j].tag != 0; j = s.next(j) {
-		// The bucket at j may fill the hole when the hole lies on its
-		// probe, from its home up to j.
-		if s.dist(s.home(s.slots[j].tag), j) >= s.dist(i, j) {
-			s.slots[i] = s.slots[j]
-			i = j
-		}
-	}
-	s.slots[i] = entry{}
-}
-
-// dist is how many steps a probe takes from slot a to slot b.
-func (s *memShard) dist(a, b int) int {
-	if b < a {
-		return b + len(s.slots) - a
-	}
-	return b - a
-}
-
-func (s *memShard) decCountLocked(name string) {
-	if s.counts[name]--; s.counts[name] <= 0 {
-		delete(s.counts, name)
-	}
 }
 
 // refreshLocked starts the state afresh when the policy behind the bucket

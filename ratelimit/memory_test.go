@@ -130,19 +130,23 @@ func TestEvictionSkipsWaitedBuckets(t *testing.T) {
 	}
 	s := &m.shards[0]
 	s.mu.Lock()
-	for i := range s.slots {
-		s.slots[i].tag &^= usedBit
+	slots := s.tab.Load().slots
+	for i := range slots {
+		atomic.AndUint64(&slots[i].tag, ^uint64(usedBit))
 	}
 	tail := s.nextVictimLocked(t) // the hand's next victim, but for its waiters
+	tail.lock()
 	key := tail.key
 	tail.ext = &entryExt{wq: waitQueue{head: &waiter{}}}
+	tail.unlock(false)
 	s.mu.Unlock()
 	fill(t, m, p, t0, "new")
 	s.mu.Lock()
-	e := s.lookupLocked(m.hash(p.Name, key), p.Name, key)
+	e := s.find(m.hash(p.Name, key), p.Name, key)
 	kept := e != nil
 	if kept {
 		e.ext = nil
+		e.unlock(false)
 	}
 	s.mu.Unlock()
 	if !kept {
@@ -162,10 +166,17 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	const h = 42 | hashSet // both keys forced onto one hash
-	s.getLocked(Request{Policy: p, Key: "a"}, h, m.perShard, nil)
-	s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil)
-	a := s.lookupLocked(h, p.Name, "a")
-	b := s.lookupLocked(h, p.Name, "b")
+	s.getLocked(Request{Policy: p, Key: "a"}, h, m.perShard, nil).unlock(true)
+	s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil).unlock(true)
+	// find returns a bucket locked; look is find and unlock.
+	look := func(key string) *entry {
+		e := s.find(h, p.Name, key)
+		if e != nil {
+			e.unlock(false)
+		}
+		return e
+	}
+	a, b := look("a"), look("b")
 	if a == nil || b == nil || a == b {
 		t.Fatalf("colliding keys: got buckets %p and %p, want two", a, b)
 	}
@@ -173,7 +184,7 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 		t.Errorf("got buckets of keys %q and %q, want a and b", a.key, b.key)
 	}
 	a.decideLocked(p, t0.UnixNano())
-	if got := s.lookupLocked(h, p.Name, "a"); got != a {
+	if got := look("a"); got != a {
 		t.Errorf("lookup a: got %p, want %p", got, a)
 	}
 	if got := s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil); got != b {
@@ -182,11 +193,11 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 	if got, want := s.n, 2; got != want {
 		t.Errorf("got %d buckets, want %d", got, want)
 	}
-	s.removeLocked(slotOf(s, b))
-	if got := s.lookupLocked(h, p.Name, "b"); got != nil {
+	s.removeLocked(slotOf(s, b)) // b's lock is held since getLocked
+	if got := look("b"); got != nil {
 		t.Errorf("lookup b after removal: got %p, want nil", got)
 	}
-	a = s.lookupLocked(h, p.Name, "a")
+	a = look("a")
 	if a == nil || a.key != "a" || a.s[1] != 1 {
 		t.Errorf("lookup a after b's removal: got %+v, want a's bucket with one request", a)
 	}
@@ -194,14 +205,15 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 
 // slotOf is the index of e in s's table.
 func slotOf(s *memShard, e *entry) int {
-	return int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&s.slots[0]))) / unsafe.Sizeof(entry{}))
+	return int((uintptr(unsafe.Pointer(e)) - uintptr(unsafe.Pointer(&s.tab.Load().slots[0]))) / unsafe.Sizeof(entry{}))
 }
 
 // nextVictimLocked is the bucket the clock hand reaches first.
 func (s *memShard) nextVictimLocked(t *testing.T) *entry {
 	t.Helper()
-	for k := range len(s.slots) {
-		if e := &s.slots[(s.hand+k)%len(s.slots)]; e.tag != 0 {
+	slots := s.tab.Load().slots
+	for k := range len(slots) {
+		if e := &slots[(s.hand+k)%len(slots)]; atomic.LoadUint64(&e.tag) != 0 {
 			return e
 		}
 	}
@@ -358,7 +370,7 @@ func TestTableKeepsEveryBucket(t *testing.T) {
 	if got, want := m.Len(), 120; got != want {
 		t.Fatalf("got Len %d, want %d", got, want)
 	}
-	grown := len(m.shards[0].slots)
+	grown := len(m.shards[0].tab.Load().slots)
 	if got := m.Sweep(t0.Add(time.Minute)); got != 60 {
 		t.Errorf("sweep: got %d removed, want 60", got)
 	}
@@ -371,7 +383,7 @@ func TestTableKeepsEveryBucket(t *testing.T) {
 		t.Errorf("second sweep: got %d removed, want 60", got)
 	}
 	// Halving stops short of minSlots: a table of 12 stays 12.
-	if got := len(m.shards[0].slots); got > 12 {
+	if got := len(m.shards[0].tab.Load().slots); got > 12 {
 		t.Errorf("emptied table: got %d slots (from %d), want at most 12", got, grown)
 	}
 }

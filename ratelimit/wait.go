@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// waiter is one request in Wait. Its dep is guarded by the shard lock;
+// waiter is one request in Wait. Its dep is guarded by its bucket's lock;
 // only the waiter's own goroutine receives from timer.
 type waiter struct {
 	prev, next *waiter
@@ -43,22 +43,28 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	h := m.hash(r.Policy.Name, r.Key)
 	s := m.shardOf(h)
 	w := &waiter{dep: d.Departure.UnixNano()}
+	// Under the shard's lock a bucket is found whenever it exists.
 	s.mu.Lock()
-	e := s.lookupLocked(h, r.Policy.Name, r.Key)
+	e := s.find(h, r.Policy.Name, r.Key)
 	queued := e != nil && e.pol.Algorithm == LeakyBucket
 	if queued {
 		e.enqueueLocked(w)
 	}
-	if err := ctx.Err(); err != nil {
+	err := ctx.Err()
+	switch {
+	case err != nil && queued:
 		// Gone before waiting at all: no timer, the place goes back.
-		if queued {
-			m.giveUpLocked(e, w, r.Policy)
-		}
-		s.mu.Unlock()
+		m.giveUpLocked(e, w, r.Policy)
+	case err == nil:
+		w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
+	}
+	if e != nil {
+		e.unlock(false)
+	}
+	s.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
-	s.mu.Unlock()
 	defer w.timer.Stop()
 
 	// A bucket with requests in Wait is never removed, but it moves in
@@ -69,7 +75,9 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 		w.leaving.Store(true)
 		if queued {
 			s.mu.Lock()
-			s.lookupLocked(h, r.Policy.Name, r.Key).dequeueLocked(w)
+			e := s.find(h, r.Policy.Name, r.Key)
+			e.dequeueLocked(w)
+			e.unlock(false)
 			s.mu.Unlock()
 		}
 		return nil
@@ -78,7 +86,9 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	w.leaving.Store(true)
 	if queued {
 		s.mu.Lock()
-		m.giveUpLocked(s.lookupLocked(h, r.Policy.Name, r.Key), w, r.Policy)
+		e := s.find(h, r.Policy.Name, r.Key)
+		m.giveUpLocked(e, w, r.Policy)
+		e.unlock(false)
 		s.mu.Unlock()
 	}
 	return ctx.Err()
@@ -109,7 +119,7 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 
 // behindWaited reports whether every departure e's schedule holds after
 // w's belongs to a waiter behind w: the schedule runs w.dep+t, w.dep+2t, ...
-// up to the next free departure, exclusive. Its caller holds the lock.
+// up to the next free departure, exclusive. Its caller holds e's lock.
 func behindWaited(e *entry, w *waiter, t int64) bool {
 	scheduled := (e.s[0]-w.dep)/t - 1
 	for o := w.next; o != nil; o = o.next {

@@ -14,8 +14,12 @@ func waiting(m *MemoryStore, r Request) []time.Duration {
 	s := m.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.lookupLocked(h, r.Policy.Name, r.Key)
-	if e == nil || !e.waitedLocked() {
+	e := s.find(h, r.Policy.Name, r.Key)
+	if e == nil {
+		return nil
+	}
+	defer e.unlock(false)
+	if !e.waitedLocked() {
 		return nil
 	}
 	var out []time.Duration

@@ -1,0 +1,350 @@
+package ratelimit
+
+import (
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// entry is one bucket, kept inline in its shard's table: the slot is the
+// bucket, so a decision on a cold bucket costs one cache miss for its
+// state. The policy name half of the bucket's identity is pol.Name: a
+// lookup only ever hands the entry a policy of the same name.
+//
+// It is 64 bytes, one cache line: what only some buckets need lives in ext.
+//
+// The tag doubles as the bucket's lock (lockBit), so that a decision locks
+// nothing but the cache line it works on: two cores deciding for different
+// consumers share no line they write. Every field but the tag belongs to
+// whoever holds the lock; the tag is only ever read and written with
+// atomics. Methods of entry that end in Locked need the entry's lock.
+//
+// An entry moves when its shard's table grows or shrinks and when a bucket
+// next to it is removed; both happen under the shard's lock, with the
+// moved entries' locks held. A pointer to an entry is good while its lock
+// is held, or while the shard's lock is held.
+type entry struct {
+	tag uint64 // the bucket's hash with lockBit and usedBit; 0 in an empty slot
+	key string
+	pol *Policy
+	s   [3]int64  // scalar state of every algorithm but the log
+	ext *entryExt // the log, or requests in Wait; nil when neither
+}
+
+// The bits of a tag besides the hash. usedBit marks a bucket decided since
+// the clock hand last passed; lockBit is the bucket's lock. A hash never
+// has either, and always has hashSet, so that no tag of a bucket is 0.
+const (
+	usedBit  = 1 << 63
+	hashSet  = 1 << 62
+	lockBit  = 1 << 61
+	hashMask = ^uint64(usedBit | lockBit)
+)
+
+// entryExt is the part of a bucket that only some have: a
+// sliding_window_log bucket's log, and a leaky_bucket's waiting requests
+// while there are any.
+type entryExt struct {
+	log SlidingLogState
+	wq  waitQueue
+}
+
+// lock spins until it holds e's lock and returns e's tag without lockBit.
+// The caller holds the shard's lock, so e stays a bucket meanwhile; the
+// holders it waits for are decisions, which hold it for a few dozen
+// nanoseconds.
+func (e *entry) lock() uint64 {
+	for n := 1; ; n++ {
+		tag := atomic.LoadUint64(&e.tag)
+		if tag&lockBit == 0 && atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit) {
+			return tag
+		}
+		yieldEvery(n)
+	}
+}
+
+// tryLock takes e's lock when e is a bucket and nobody holds it.
+func (e *entry) tryLock() bool {
+	tag := atomic.LoadUint64(&e.tag)
+	return tag != 0 && tag&lockBit == 0 && atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit)
+}
+
+// unlock releases e's lock, marking the bucket used when used is set.
+func (e *entry) unlock(used bool) {
+	tag := atomic.LoadUint64(&e.tag) &^ lockBit
+	if used {
+		tag |= usedBit
+	}
+	atomic.StoreUint64(&e.tag, tag)
+}
+
+// yieldEvery lets other goroutines run every so many turns of a spin, so a
+// lock holder that lost its processor gets it back.
+func yieldEvery(n int) {
+	if n%32 == 0 {
+		runtime.Gosched()
+	}
+}
+
+// logLocked is a sliding_window_log bucket's log.
+func (e *entry) logLocked() *SlidingLogState { return &e.ext.log }
+
+// waitedLocked reports whether requests wait in Wait on the bucket.
+func (e *entry) waitedLocked() bool { return e.ext != nil && e.ext.wq.head != nil }
+
+// table is a shard's open-addressing table with linear probing, at most
+// seven eighths full. A probe reads marks, a compact array of the buckets'
+// hashes' high halves, and touches a bucket only when its mark matches: a
+// decision then writes its own bucket's cache line and reads no other
+// bucket's, which another core may be writing. The marks change only when
+// buckets are made, moved or removed, so every core keeps them cached.
+//
+// A removal shifts the buckets after it back into the hole, so the table
+// has no tombstones and a probe ends at the first empty mark. Growing or
+// shrinking makes a new table.
+type table struct {
+	marks []uint32 // mark(hash) of the bucket in each slot; 0 when empty
+	slots []entry  // see grownSize for the lengths
+}
+
+func newTable(size int) *table {
+	return &table{marks: make([]uint32, size), slots: make([]entry, size)}
+}
+
+// mark is a bucket's mark in the table's marks: high bits of its hash,
+// never 0 since every hash has hashSet.
+func mark(h uint64) uint32 { return uint32(h & hashMask >> 32) }
+
+// setLocked makes slot i, whose lock the caller holds or which is empty,
+// the bucket of src and publishes it under tag: the fields are written
+// before the tag, and the tag before the mark, which a lookup reads in the
+// other order.
+func (t *table) setLocked(i int, src *entry, tag uint64) {
+	e := &t.slots[i]
+	e.key, e.pol, e.s, e.ext = src.key, src.pol, src.s, src.ext
+	atomic.StoreUint64(&e.tag, tag)
+	atomic.StoreUint32(&t.marks[i], mark(tag))
+}
+
+// minSlots is the smallest table a shard has.
+const minSlots = 8
+
+// home is the slot where a probe for hash h starts: the low 32 bits of h
+// scaled to the table's length, which need not be a power of two.
+func (t *table) home(h uint64) int { return int(h & 0xffffffff * uint64(len(t.slots)) >> 32) }
+
+// next is the slot a probe visits after i.
+func (t *table) next(i int) int {
+	if i++; i == len(t.slots) {
+		return 0
+	}
+	return i
+}
+
+// dist is how many steps a probe takes from slot a to slot b.
+func (t *table) dist(a, b int) int {
+	if b < a {
+		return b + len(t.slots) - a
+	}
+	return b - a
+}
+
+// insertLocked puts src's bucket into the first empty slot of its probe
+// under tag and returns the slot; the caller holds the shard's lock, and
+// the table has room and does not hold the bucket.
+func (t *table) insertLocked(src *entry, tag uint64) *entry {
+	i := t.home(tag)
+	for atomic.LoadUint32(&t.marks[i]) != 0 {
+		i = t.next(i)
+	}
+	t.setLocked(i, src, tag)
+	return &t.slots[i]
+}
+
+// memShard holds a share of the buckets in a table. Decisions on buckets
+// that exist take no shard lock: they find the bucket and lock just it.
+// The shard's lock serializes what changes the table (making, moving and
+// removing buckets) and the bookkeeping below.
+type memShard struct {
+	mu     sync.Mutex
+	tab    atomic.Pointer[table] // replaced, never resized in place
+	n      int                   // buckets in the table
+	hand   int                   // the clock hand's slot
+	counts map[string]int64      // buckets per policy name
+	_      [64]byte              // keeps neighbouring shards' locks off one cache line
+}
+
+// find returns the bucket of (policy, key), whose hash is h, holding its
+// lock, or nil. With the shard's lock held nil means there is no such
+// bucket. Without it, nil may also mean the bucket moved while find looked
+// (its table grew or a removal shifted it); the caller then asks again
+// with the shard's lock.
+func (s *memShard) find(h uint64, policy, key string) *entry {
+	t := s.tab.Load()
+	want := mark(h)
+	for i, n := t.home(h), 0; ; {
+		switch m := atomic.LoadUint32(&t.marks[i]); {
+		case m == 0:
+			return nil
+		case m != want:
+			i = t.next(i)
+			continue
+		}
+		e := &t.slots[i]
+		tag := atomic.LoadUint64(&e.tag)
+		switch {
+		case tag&hashMask != h:
+			// Another hash with the same mark, or a slot being
+			// emptied or refilled by a removal.
+			i = t.next(i)
+		case tag&lockBit != 0:
+			n++
+			yieldEvery(n)
+		case atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit):
+			if e.key == key && e.pol.Name == policy {
+				return e
+			}
+			atomic.StoreUint64(&e.tag, tag) // another key of the same hash
+			i = t.next(i)
+		}
+	}
+}
+
+// getLocked returns the bucket of r, whose hash is h, holding its lock,
+// and creates it when there is none (evicting one not used lately when the
+// shard holds limit buckets, but none whose hash is in keep). The caller
+// holds the shard's lock and unlocks the bucket as used.
+func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *entry {
+	if e := s.find(h, r.Policy.Name, r.Key); e != nil {
+		e.refreshLocked(r.Policy)
+		return e
+	}
+	if s.n >= limit {
+		s.evictLocked(keep)
+	}
+	t := s.tab.Load()
+	if 8*(s.n+1) > 7*len(t.slots) {
+		t = s.resizeLocked(grownSize(len(t.slots)))
+	}
+	// A new bucket starts marked, so it outlives at least one turn of the
+	// hand, as it would outlive a shard's worth of newer buckets in a
+	// least-recently-used list; starting unmarked would let a flood of
+	// new keys evict each newcomer before its second request.
+	fresh := entry{key: r.Key, pol: r.Policy}
+	if r.Policy.Algorithm == SlidingWindowLog {
+		fresh.ext = new(entryExt)
+	}
+	e := t.insertLocked(&fresh, h|usedBit|lockBit)
+	s.n++
+	s.counts[r.Policy.Name]++
+	return e
+}
+
+// resizeLocked moves the buckets into a new table of size slots and
+// returns it. It holds every bucket's lock while it copies them, then
+// empties the old table, so that a lookup still reading it goes to the
+// shard's lock and finds the new one.
+func (s *memShard) resizeLocked(size int) *table {
+	old := s.tab.Load()
+	t := newTable(size)
+	for i := range old.slots {
+		if atomic.LoadUint32(&old.marks[i]) != 0 {
+			t.insertLocked(&old.slots[i], old.slots[i].lock())
+		}
+	}
+	s.tab.Store(t)
+	// Marks first: a lookup spinning on a bucket of the old table then
+	// meets an empty mark once the bucket's tag is gone.
+	for i := range old.marks {
+		atomic.StoreUint32(&old.marks[i], 0)
+	}
+	for i := range old.slots {
+		atomic.StoreUint64(&old.slots[i].tag, 0)
+	}
+	s.hand = 0
+	return t
+}
+
+// grownSize is the table length after size: tables are 2^k or 3*2^(k-1)
+// long (8, 12, 16, 24, ...), so a full shard's table is at least about
+// 58% full, and its memory at most about 1.7 times the buckets'.
+func grownSize(size int) int {
+	if size&(size-1) == 0 {
+		return size + size/2
+	}
+	return size + size/3
+}
+
+// shrinkLocked halves the table while it would stay at most three eighths
+// full, so that memory follows a sweep and a refill does not resize at
+// once.
+func (s *memShard) shrinkLocked() {
+	size := len(s.tab.Load().slots)
+	for size/2 >= minSlots && 8*s.n <= 3*(size/2) {
+		size /= 2
+	}
+	if size < len(s.tab.Load().slots) {
+		s.resizeLocked(size)
+	}
+}
+
+// evictLocked removes a bucket not used since the clock hand last passed,
+// that no request is waiting on and whose hash is not in keep. Two turns
+// of the hand clear every mark, so it finds one unless every bucket has
+// waiters, is kept or is being decided on.
+func (s *memShard) evictLocked(keep []uint64) {
+	t := s.tab.Load()
+	for range 2 * len(t.slots) {
+		if s.hand >= len(t.slots) {
+			s.hand = 0
+		}
+		e := &t.slots[s.hand]
+		tag := atomic.LoadUint64(&e.tag)
+		switch {
+		case atomic.LoadUint32(&t.marks[s.hand]) == 0:
+		case tag&usedBit != 0:
+			// A bucket locked right now keeps its mark: it is in use.
+			atomic.CompareAndSwapUint64(&e.tag, tag, tag&^usedBit)
+		case tag&lockBit == 0 && !slices.Contains(keep, tag&hashMask) &&
+			atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit):
+			if !e.waitedLocked() {
+				s.removeLocked(s.hand)
+				return
+			}
+			e.unlock(false)
+		}
+		s.hand++
+	}
+}
+
+// removeLocked drops the bucket in slot i, whose lock the caller holds, and
+// shifts back into the hole every later bucket of the run that may sit
+// there, so that no probe meets an empty slot before its bucket. A bucket
+// is published in its new slot before its old one is reused, so a lookup
+// without the shard's lock sees it in one or the other, or misses it and
+// asks again with the lock.
+func (s *memShard) removeLocked(i int) {
+	t := s.tab.Load()
+	s.decCountLocked(t.slots[i].pol.Name)
+	s.n--
+	for j := t.next(i); atomic.LoadUint32(&t.marks[j]) != 0; j = t.next(j) {
+		e := &t.slots[j]
+		tag := e.lock()
+		// The bucket at j may fill the hole when the hole lies on its
+		// probe, from its home up to j.
+		if t.dist(t.home(tag), j) >= t.dist(i, j) {
+			t.setLocked(i, e, tag)
+			i = j // still locked: the new hole
+		} else {
+			e.unlock(false)
+		}
+	}
+	t.setLocked(i, &entry{}, 0)
+}
+
+func (s *memShard) decCountLocked(name string) {
+	if s.counts[name]--; s.counts[name] <= 0 {
+		delete(s.counts, name)
+	}
+}
