@@ -47,7 +47,24 @@ func setup() (module, string, error) {
 	return setupMod, setupBin, setupErr
 }
 
+// findModule locates the pebble module, downloading it at the version
+// go.mod names when the module cache lacks it (a fresh machine: the module
+// is a tool of sluice's, which no package of sluice imports).
 func findModule() (module, error) {
+	m, err := listModule()
+	if err == nil && m.Dir == "" {
+		if _, err := goCommand("mod", "download", pebbleModule); err != nil {
+			return m, fmt.Errorf("downloading module %s: %w", pebbleModule, err)
+		}
+		m, err = listModule()
+	}
+	if err == nil && m.Dir == "" {
+		err = fmt.Errorf("locating module %s: not in the module cache after go mod download", pebbleModule)
+	}
+	return m, err
+}
+
+func listModule() (module, error) {
 	var m module
 	out, err := goCommand("list", "-m", "-json", pebbleModule)
 	if err != nil {
@@ -55,9 +72,6 @@ func findModule() (module, error) {
 	}
 	if err := json.Unmarshal(out, &m); err != nil {
 		return m, fmt.Errorf("decoding go list output for %s: %w", pebbleModule, err)
-	}
-	if m.Dir == "" {
-		return m, fmt.Errorf("locating module %s: not downloaded (run go mod download %s)", pebbleModule, pebbleModule)
 	}
 	return m, nil
 }
