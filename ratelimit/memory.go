@@ -112,16 +112,27 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		r := reqs[0]
 		h := m.hash(r.Policy.Name, r.Key)
 		s := m.shardOf(h)
-		e := s.find(h, r.Policy.Name, r.Key)
+		// Without the shard's lock but for a busy shard: one where a
+		// goroutine found a bucket held by another since the last sweep.
+		// Goroutines that fight over one bucket (a hot key on every
+		// core) then queue on the shard's mutex, which parks them,
+		// instead of spinning on the bucket's cache line together and
+		// moving it between cores at every decision.
+		var e *entry
+		if !s.busy.Load() {
+			e = s.tryFind(h, r.Policy.Name, r.Key)
+		}
 		if e != nil {
 			e.refreshLocked(r.Policy)
+			e.decideInto(r.Policy, t, &out[0])
+			e.unlock(true)
 		} else {
 			s.mu.Lock()
 			e = s.getLocked(r, h, m.perShard, nil)
+			e.decideInto(r.Policy, t, &out[0])
+			e.unlock(true)
 			s.mu.Unlock()
 		}
-		e.decideInto(r.Policy, t, &out[0])
-		e.unlock(true)
 		setDeparture(out[:1], now)
 		return nil
 	}
@@ -268,7 +279,9 @@ func (m *MemoryStore) sweepLoop(every time.Duration) {
 // Sweep removes the buckets that are idle at now and returns how many it
 // removed. A bucket is idle when its state equals a fresh one. It locks one
 // shard at a time, for a bounded stretch of slots each time, and shrinks a
-// table it leaves mostly empty.
+// table it leaves mostly empty. A shard it passes is no longer busy, so a
+// key that stopped being hot on several cores at once goes back to
+// decisions without the shard's lock.
 func (m *MemoryStore) Sweep(now time.Time) int {
 	const stretch = 1024
 	t := now.UnixNano()
@@ -298,6 +311,9 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 			done = at >= len(slots)
 			if done {
 				s.shrinkLocked()
+				if s.busy.Load() {
+					s.busy.Store(false)
+				}
 			}
 			s.mu.Unlock()
 		}

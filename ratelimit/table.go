@@ -33,8 +33,8 @@ type entry struct {
 }
 
 // The bits of a tag besides the hash. usedBit marks a bucket decided since
-// the clock hand last passed; lockBit is the bucket's lock. A hash never
-// has either, and always has hashSet, so that no tag of a bucket is 0.
+// the clock hand last passed; lockBit is the bucket's lock. A hash has
+// neither, and always has hashSet, so that no tag of a bucket is 0.
 const (
 	usedBit  = 1 << 63
 	hashSet  = 1 << 62
@@ -169,6 +169,7 @@ func (t *table) insertLocked(src *entry, tag uint64) *entry {
 type memShard struct {
 	mu     sync.Mutex
 	tab    atomic.Pointer[table] // replaced, never resized in place
+	busy   atomic.Bool           // decisions take mu: see MemoryStore.Decide
 	n      int                   // buckets in the table
 	hand   int                   // the clock hand's slot
 	counts map[string]int64      // buckets per policy name
@@ -176,11 +177,18 @@ type memShard struct {
 }
 
 // find returns the bucket of (policy, key), whose hash is h, holding its
-// lock, or nil. With the shard's lock held nil means there is no such
-// bucket. Without it, nil may also mean the bucket moved while find looked
-// (its table grew or a removal shifted it); the caller then asks again
-// with the shard's lock.
-func (s *memShard) find(h uint64, policy, key string) *entry {
+// lock, or nil when there is none. The caller holds the shard's lock.
+func (s *memShard) find(h uint64, policy, key string) *entry { return s.lookup(h, policy, key, true) }
+
+// tryFind is find for a caller without the shard's lock. It returns nil
+// when it cannot have the bucket at once: there is none, it moved while
+// tryFind looked (its table grew or a removal shifted it), or another
+// goroutine holds it. The caller then asks again with the shard's lock.
+func (s *memShard) tryFind(h uint64, policy, key string) *entry {
+	return s.lookup(h, policy, key, false)
+}
+
+func (s *memShard) lookup(h uint64, policy, key string, wait bool) *entry {
 	t := s.tab.Load()
 	want := mark(h)
 	for i, n := t.home(h), 0; ; {
@@ -198,8 +206,12 @@ func (s *memShard) find(h uint64, policy, key string) *entry {
 			// Another hash with the same mark, or a slot being
 			// emptied or refilled by a removal.
 			i = t.next(i)
+		case tag&lockBit != 0 && !wait:
+			return nil
 		case tag&lockBit != 0:
-			n++
+			if n++; n == 1 && !s.busy.Load() {
+				s.busy.Store(true)
+			}
 			yieldEvery(n)
 		case atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit):
 			if e.key == key && e.pol.Name == policy {
