@@ -163,3 +163,27 @@ func decideSerially(b *testing.B, m *MemoryStore, p *Policy, keys []string, t0 t
 		m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
 	}
 }
+
+// BenchmarkMemoryLatency is the floor under the 100,000-key benchmarks: one
+// load that misses the cache, over a buffer the size of the store's tables
+// for 100,000 buckets (64 shards of 2,048 64-byte slots, 8 MiB), each load
+// depending on the one before as a decision's does. It measures the
+// machine, not sluice.
+func BenchmarkMemoryLatency(b *testing.B) {
+	const lines = 64 * 2048
+	next := make([]uint32, lines*16) // one index per 64-byte line
+	perm := rand.New(rand.NewPCG(3, 4)).Perm(lines)
+	for i, l := range perm {
+		next[l*16] = uint32(perm[(i+1)%lines])
+	}
+	j := uint32(0)
+	for range lines { // touch every line once first
+		j = next[j*16]
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		j = next[j*16]
+	}
+	runtime.KeepAlive(j)
+}

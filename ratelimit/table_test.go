@@ -79,3 +79,51 @@ func TestNoDecisionLostWhileTablesChange(t *testing.T) {
 		}
 	}
 }
+
+// TestFightMakesShardBusyUntilSweep holds a bucket while another goroutine
+// decides on it: the shard turns busy, its decisions then queue on the
+// shard's mutex, and a sweep ends that.
+func TestFightMakesShardBusyUntilSweep(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
+	fill(t, m, p, t0, "a")
+	h := m.hash(p.Name, "a")
+	s := m.shardOf(h)
+	e := s.tryFind(h, p.Name, "a")
+	if e == nil {
+		t.Fatal("tryFind on an idle shard: got nil, want the bucket")
+	}
+	decided := make(chan error)
+	go func() {
+		decided <- m.Decide(context.Background(), t0, []Request{{Policy: p, Key: "a"}}, make([]Decision, 1))
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !s.busy.Load() && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond) // until the other goroutine waits for the bucket
+	}
+	e.unlock(false)
+	if err := <-decided; err != nil {
+		t.Fatal(err)
+	}
+	if !s.busy.Load() {
+		t.Fatal("after a decision waited for a held bucket: got shard not busy, want busy")
+	}
+	if got, want := p.Limit-mustPeek(t, m, p, "a").Remaining, int64(2); got != want {
+		t.Errorf("got %d counted, want %d", got, want)
+	}
+	m.Sweep(t0)
+	if s.busy.Load() {
+		t.Error("after a sweep: got shard busy, want not")
+	}
+}
+
+func mustPeek(t *testing.T, m *MemoryStore, p *Policy, key string) Decision {
+	t.Helper()
+	d, err := m.Peek(context.Background(), t0, Request{Policy: p, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
