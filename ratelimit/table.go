@@ -316,8 +316,11 @@ func (s *memShard) evictLocked(keep []uint64) {
 		switch {
 		case atomic.LoadUint32(&t.marks[s.hand]) == 0:
 		case tag&usedBit != 0:
-			// A bucket locked right now keeps its mark: it is in use.
-			atomic.CompareAndSwapUint64(&e.tag, tag, tag&^usedBit)
+			// A bucket locked right now keeps its mark: it is in use, and
+			// only its holder writes its tag.
+			if tag&lockBit == 0 {
+				atomic.CompareAndSwapUint64(&e.tag, tag, tag&^usedBit)
+			}
 		case tag&lockBit == 0 && !slices.Contains(keep, tag&hashMask) &&
 			atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit):
 			if !e.waitedLocked() {
