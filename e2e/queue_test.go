@@ -187,10 +187,13 @@ func TestQueueRetryAfterWhenFull(t *testing.T) {
 func TestQueueClientGoneNeverReachesUpstream(t *testing.T) {
 	up := newUpstream(t)
 	cfg := strings.Replace(queueConfig(up.URL, 20, ""), `admin: ""`, "admin: 127.0.0.1:0", 1)
+	cfg = strings.Replace(cfg, "limit: 10", "limit: 4", 1)
 	in := start(t, writeConfig(t, cfg))
-	// One leaves at once; the next three wait about 100, 200, 300 ms. The
-	// second of them gives up after 50 ms. Each is sent once the one
-	// before it is in the queue, so their order is certain.
+	// One leaves at once; the next three wait about 250, 500, 750 ms. The
+	// second of them gives up after 300 ms, before its departure. Each is
+	// sent once the one before it is in the queue, so their order is
+	// certain; the intervals leave a loaded machine, and a scrape every
+	// 20 ms, room to see two in the queue before the first of them leaves.
 	var wg sync.WaitGroup
 	send := func(seq string, ctx context.Context) {
 		req, _ := http.NewRequestWithContext(ctx, "GET", in.HTTP+"/", nil)
@@ -204,7 +207,7 @@ func TestQueueClientGoneNeverReachesUpstream(t *testing.T) {
 	waitMetric(t, in.Admin, `sluice_ratelimit_decisions_total{algorithm="leaky_bucket",policy="shaping",result="allowed",route="writes"}`, 1)
 	wg.Go(func() { send("1", context.Background()) })
 	waitMetric(t, in.Admin, depth, 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	wg.Go(func() { send("gone", ctx) })
 	waitMetric(t, in.Admin, depth, 2)
@@ -220,8 +223,8 @@ func TestQueueClientGoneNeverReachesUpstream(t *testing.T) {
 	}
 	// The waiter behind the one that left took its place: it arrived one
 	// interval after the previous, not two.
-	if gap := reqs[2].At.Sub(reqs[1].At); gap > 160*time.Millisecond {
-		t.Errorf("gap after the abandoned place: got %s, want about 100ms", gap)
+	if gap := reqs[2].At.Sub(reqs[1].At); gap > 400*time.Millisecond {
+		t.Errorf("gap after the abandoned place: got %s, want about 250ms", gap)
 	}
 }
 
