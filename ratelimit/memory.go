@@ -27,9 +27,10 @@ type MemoryOptions struct {
 // on a bucket that exists locks only that bucket, inside the cache line
 // that holds its state, so decisions for different keys on different cores
 // share no memory they write; making and removing buckets takes the
-// shard's mutex. Idle
-// buckets are removed by a background sweep; the number of buckets is
-// bounded by MaxKeys, each shard holding its share.
+// shard's mutex, and so do the decisions of a shard where goroutines
+// fought over a bucket since the last sweep. Idle buckets are removed by a
+// background sweep; the number of buckets is bounded by MaxKeys, each
+// shard holding its share.
 //
 // Eviction is CLOCK: a decision only marks its bucket used, and a hand
 // walking the shard's buckets clears marks until it finds an unmarked one,
