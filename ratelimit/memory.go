@@ -92,12 +92,10 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 }
 
 // hash is the bucket's identity as 64 bits: the key hashed with the
-// store's seed, mixed with the policy name's hash.
-func (m *MemoryStore) hash(policy, key string) uint64 { return bucketHash(m.seed, policy, key) }
-
-func bucketHash(seed maphash.Seed, policy, key string) uint64 {
-	h := maphash.String(seed, key)
-	h = (h ^ maphash.String(seed, policy)*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
+// store's seed, mixed with the policy name's hash, which NewPolicy made.
+func (m *MemoryStore) hash(p *Policy, key string) uint64 {
+	h := maphash.String(m.seed, key)
+	h = (h ^ p.nameHash*0x9e3779b97f4a7c15) * 0xbf58476d1ce4e5b9
 	return h&hashMask | hashSet
 }
 
@@ -111,7 +109,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 	t := now.UnixNano()
 	if len(reqs) == 1 {
 		r := reqs[0]
-		h := m.hash(r.Policy.Name, r.Key)
+		h := m.hash(r.Policy, r.Key)
 		s := m.shardOf(h)
 		// Without the shard's lock but for a busy shard: one where a
 		// goroutine found a bucket held by another since the last sweep.
@@ -121,7 +119,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 		// moving it between cores at every decision.
 		var e *entry
 		if !s.busy.Load() {
-			e = s.tryFind(h, r.Policy.Name, r.Key)
+			e = s.tryFind(h, r.Policy, r.Key)
 		}
 		if e != nil {
 			e.refreshLocked(r.Policy)
@@ -142,7 +140,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 	var orderBuf [8]int
 	hashes, entries, order := hashBuf[:0], entryBuf[:0], orderBuf[:0]
 	for _, r := range reqs {
-		h := m.hash(r.Policy.Name, r.Key)
+		h := m.hash(r.Policy, r.Key)
 		hashes = append(hashes, h)
 		order = append(order, m.shardIndex(h))
 	}
@@ -164,7 +162,7 @@ func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, o
 	for i, r := range reqs {
 		e := sameBucket(reqs[:i], hashes[:i], entries, r, hashes[i])
 		if e == nil {
-			e = m.shardOf(hashes[i]).find(hashes[i], r.Policy.Name, r.Key)
+			e = m.shardOf(hashes[i]).find(hashes[i], r.Policy, r.Key)
 		}
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
@@ -212,11 +210,11 @@ func sameBucket(reqs []Request, hashes []uint64, entries []*entry, r Request, h 
 // Peek implements Store.
 func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decision, error) {
 	t := now.UnixNano()
-	h := m.hash(r.Policy.Name, r.Key)
+	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.find(h, r.Policy.Name, r.Key)
+	e := s.find(h, r.Policy, r.Key)
 	if e == nil {
 		fresh := entry{pol: r.Policy}
 		if r.Policy.Algorithm == SlidingWindowLog {

@@ -142,7 +142,7 @@ func TestEvictionSkipsWaitedBuckets(t *testing.T) {
 	s.mu.Unlock()
 	fill(t, m, p, t0, "new")
 	s.mu.Lock()
-	e := s.find(m.hash(p.Name, key), p.Name, key)
+	e := s.find(m.hash(p, key), p, key)
 	kept := e != nil
 	if kept {
 		e.ext = nil
@@ -170,7 +170,7 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 	s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil).unlock(true)
 	// find returns a bucket locked; look is find and unlock.
 	look := func(key string) *entry {
-		e := s.find(h, p.Name, key)
+		e := s.find(h, p, key)
 		if e != nil {
 			e.unlock(false)
 		}

@@ -9,6 +9,7 @@ package ratelimit
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 )
 
@@ -74,10 +75,14 @@ type Policy struct {
 	// Shadow policies are decided and counted but never reject.
 	Shadow bool
 
-	interval  int64 // Window / Limit in nanoseconds, at least 1
-	window    int64 // Window in nanoseconds
-	tolerance int64 // leaky_bucket: longest acceptable wait, min(Queue*interval, MaxWait)
+	interval  int64  // Window / Limit in nanoseconds, at least 1
+	window    int64  // Window in nanoseconds
+	tolerance int64  // leaky_bucket: longest acceptable wait, min(Queue*interval, MaxWait)
+	nameHash  uint64 // Name hashed with nameSeed, for the stores' tables
 }
+
+// nameSeed hashes policy names, once per policy rather than per decision.
+var nameSeed = maphash.MakeSeed()
 
 // Settings are the fields of a Policy that decide what its state means. Two
 // policies with equal Settings can share state, which is how a reload keeps
@@ -138,6 +143,7 @@ func NewPolicy(p Policy) (*Policy, error) {
 		p.MaxWait = time.Duration(p.Queue * p.interval)
 	}
 	p.tolerance = min(p.Queue*p.interval, int64(p.MaxWait))
+	p.nameHash = maphash.String(nameSeed, p.Name)
 	return &p, nil
 }
 

@@ -176,19 +176,19 @@ type memShard struct {
 	_      [64]byte              // keeps neighbouring shards' locks off one cache line
 }
 
-// find returns the bucket of (policy, key), whose hash is h, holding its
+// find returns the bucket of (p.Name, key), whose hash is h, holding its
 // lock, or nil when there is none. The caller holds the shard's lock.
-func (s *memShard) find(h uint64, policy, key string) *entry { return s.lookup(h, policy, key, true) }
+func (s *memShard) find(h uint64, p *Policy, key string) *entry { return s.lookup(h, p, key, true) }
 
 // tryFind is find for a caller without the shard's lock. It returns nil
 // when it cannot have the bucket at once: there is none, it moved while
 // tryFind looked (its table grew or a removal shifted it), or another
 // goroutine holds it. The caller then asks again with the shard's lock.
-func (s *memShard) tryFind(h uint64, policy, key string) *entry {
-	return s.lookup(h, policy, key, false)
+func (s *memShard) tryFind(h uint64, p *Policy, key string) *entry {
+	return s.lookup(h, p, key, false)
 }
 
-func (s *memShard) lookup(h uint64, policy, key string, wait bool) *entry {
+func (s *memShard) lookup(h uint64, p *Policy, key string, wait bool) *entry {
 	t := s.tab.Load()
 	want := mark(h)
 	for i, n := t.home(h), 0; ; {
@@ -214,7 +214,7 @@ func (s *memShard) lookup(h uint64, policy, key string, wait bool) *entry {
 			}
 			yieldEvery(n)
 		case atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit):
-			if e.key == key && e.pol.Name == policy {
+			if e.key == key && (e.pol == p || e.pol.Name == p.Name) {
 				return e
 			}
 			atomic.StoreUint64(&e.tag, tag) // another key of the same hash
@@ -228,7 +228,7 @@ func (s *memShard) lookup(h uint64, policy, key string, wait bool) *entry {
 // shard holds limit buckets, but none whose hash is in keep). The caller
 // holds the shard's lock and unlocks the bucket as used.
 func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *entry {
-	if e := s.find(h, r.Policy.Name, r.Key); e != nil {
+	if e := s.find(h, r.Policy, r.Key); e != nil {
 		e.refreshLocked(r.Policy)
 		return e
 	}

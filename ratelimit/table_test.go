@@ -89,9 +89,9 @@ func TestFightMakesShardBusyUntilSweep(t *testing.T) {
 	defer m.Close()
 	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
 	fill(t, m, p, t0, "a")
-	h := m.hash(p.Name, "a")
+	h := m.hash(p, "a")
 	s := m.shardOf(h)
-	e := s.tryFind(h, p.Name, "a")
+	e := s.tryFind(h, p, "a")
 	if e == nil {
 		t.Fatal("tryFind on an idle shard: got nil, want the bucket")
 	}

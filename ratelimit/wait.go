@@ -40,12 +40,12 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
 		return ctx.Err()
 	}
-	h := m.hash(r.Policy.Name, r.Key)
+	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(h)
 	w := &waiter{dep: d.Departure.UnixNano()}
 	// Under the shard's lock a bucket is found whenever it exists.
 	s.mu.Lock()
-	e := s.find(h, r.Policy.Name, r.Key)
+	e := s.find(h, r.Policy, r.Key)
 	queued := e != nil && e.pol.Algorithm == LeakyBucket
 	if queued {
 		e.enqueueLocked(w)
@@ -75,7 +75,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 		w.leaving.Store(true)
 		if queued {
 			s.mu.Lock()
-			e := s.find(h, r.Policy.Name, r.Key)
+			e := s.find(h, r.Policy, r.Key)
 			e.dequeueLocked(w)
 			e.unlock(false)
 			s.mu.Unlock()
@@ -86,7 +86,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	w.leaving.Store(true)
 	if queued {
 		s.mu.Lock()
-		e := s.find(h, r.Policy.Name, r.Key)
+		e := s.find(h, r.Policy, r.Key)
 		m.giveUpLocked(e, w, r.Policy)
 		e.unlock(false)
 		s.mu.Unlock()

@@ -10,11 +10,11 @@ import (
 
 // waiting returns the departures of r's bucket's waiters, in queue order.
 func waiting(m *MemoryStore, r Request) []time.Duration {
-	h := m.hash(r.Policy.Name, r.Key)
+	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.find(h, r.Policy.Name, r.Key)
+	e := s.find(h, r.Policy, r.Key)
 	if e == nil {
 		return nil
 	}
