@@ -31,10 +31,11 @@ func benchKeys(n int) []string {
 
 // BenchmarkDecide measures one single-limit decision per operation, on one
 // hot key and spread over 100,000 keys, serially and in parallel. Serial
-// calls over many keys visit them in the order their buckets were made,
-// which lets the processor fetch each bucket ahead; scattered calls visit
-// them in no order, with keys that share no bytes with the stored ones, as
-// a gateway's requests do. The clock is virtual: each call advances it by
+// calls over many keys visit them in the order their keys were made, which
+// lets the processor fetch each key's bytes ahead (the buckets lie in hash
+// order, so each is a miss); scattered calls visit them in no order, with
+// keys that share no bytes with the stored ones, as a gateway's requests
+// do. The clock is virtual: each call advances it by
 // a fixed step.
 func BenchmarkDecide(b *testing.B) {
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
