@@ -201,6 +201,20 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 	if a == nil || a.key != "a" || a.s[1] != 1 {
 		t.Errorf("lookup a after b's removal: got %+v, want a's bucket with one request", a)
 	}
+	// Another policy's bucket for the same key is another bucket; a new
+	// *Policy of the same name finds the old one.
+	q := MustPolicy(Policy{Name: "fw2", Algorithm: FixedWindow, Limit: 3, Window: time.Hour})
+	qa := s.getLocked(Request{Policy: q, Key: "a"}, h, m.perShard, nil)
+	qa.unlock(true)
+	if qa == a || qa.pol != q {
+		t.Errorf("policy fw2, key a: got bucket %p of %q, want a new bucket, not %p", qa, qa.pol.Name, a)
+	}
+	again := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 3, Window: time.Hour})
+	if got := s.find(h, again, "a"); got != a {
+		t.Errorf("new *Policy named fw, key a: got %p, want %p", got, a)
+	} else {
+		got.unlock(false)
+	}
 }
 
 // slotOf is the index of e in s's table.
