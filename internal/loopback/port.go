@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strconv"
+	"sync"
 )
 
 // The range ports are drawn from. It lies below Linux's ephemeral range
@@ -18,15 +19,40 @@ const (
 	high = 22000
 )
 
-// FreePort returns a port on 127.0.0.1 that nothing listens on, drawn at
-// random from a range the kernel does not hand to outgoing connections.
-// With bus set, port+10000 is free too. The port is free when FreePort
-// returns; a server should bind it soon.
-func FreePort(bus bool) (int, error) {
+// handed holds the ports this process has handed out: a server started
+// for one test may bind its port only after another test checked the same
+// port and found it free, so a port is handed out once per process.
+var handed portSet
+
+// FreePort returns a port on 127.0.0.1 that nothing listens on and that
+// this process has not handed out before, drawn at random from a range the
+// kernel does not hand to outgoing connections. With bus set, port+10000
+// is free too. The port is free when FreePort returns; a server should
+// bind it soon.
+func FreePort(bus bool) (int, error) { return handed.draw(low, high, bus) }
+
+// portSet is a set of ports handed out.
+type portSet struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}
+
+// draw returns a port of [lo, hi) that is free and not in the set, and
+// adds it (and with bus, port+10000) to the set.
+func (s *portSet) draw(lo, hi int, bus bool) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports == nil {
+		s.ports = make(map[int]bool)
+	}
 	for range 200 {
-		port := low + rand.IntN(high-low)
-		if !free(port) || (bus && !free(port+10000)) {
+		port := lo + rand.IntN(hi-lo)
+		if s.ports[port] || !free(port) || (bus && !free(port+10000)) {
 			continue
+		}
+		s.ports[port] = true
+		if bus {
+			s.ports[port+10000] = true
 		}
 		return port, nil
 	}

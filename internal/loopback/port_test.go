@@ -26,10 +26,12 @@ func TestFreePort(t *testing.T) {
 
 func TestFreePortSkipsTakenPorts(t *testing.T) {
 	t.Parallel()
-	// Hold most of the range's ports in a small stretch and check none of
-	// them comes back while held.
+	// Hold most ports of a small stretch and check none of them comes back
+	// while held. The stretch lies above FreePort's range: ports held in it
+	// would fail the servers of other test processes that were handed one.
+	const lo, hi = high + 100, high + 300
 	held := map[int]net.Listener{}
-	for p := low; p < low+200; p++ {
+	for p := lo; p < hi-20; p++ {
 		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
 			held[p] = ln
 		}
@@ -39,13 +41,19 @@ func TestFreePortSkipsTakenPorts(t *testing.T) {
 			ln.Close()
 		}
 	}()
-	for range 100 {
-		p, err := FreePort(false)
+	var set portSet
+	got := map[int]bool{}
+	for range 10 {
+		p, err := set.draw(lo, hi, false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, ok := held[p]; ok {
-			t.Fatalf("FreePort returned %d, which is held", p)
+			t.Fatalf("draw returned %d, which is held", p)
 		}
+		if got[p] {
+			t.Fatalf("draw returned %d twice", p)
+		}
+		got[p] = true
 	}
 }
