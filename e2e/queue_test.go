@@ -78,9 +78,14 @@ func TestQueueSpacesDepartures(t *testing.T) {
 		at[i] = r.At
 	}
 	sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
+	// The upstream sees each departure plus its trip through sluice and
+	// loopback, which on a loaded machine (other packages' tests run
+	// alongside) varied by 18 ms: the first of a burst leaves while sluice
+	// still accepts the rest. Departures that bunched would arrive close
+	// to 0 ms apart, and faster ones would shorten the span.
 	for i := 1; i < len(at); i++ {
-		if gap := at[i].Sub(at[i-1]); gap < 90*time.Millisecond {
-			t.Errorf("arrivals %d and %d: %s apart, want at least 90ms", i-1, i, gap)
+		if gap := at[i].Sub(at[i-1]); gap < 60*time.Millisecond {
+			t.Errorf("arrivals %d and %d: %s apart, want at least 60ms (an interval of 100ms less the trip's jitter)", i-1, i, gap)
 		}
 	}
 	if span := at[len(at)-1].Sub(at[0]); span < 1800*time.Millisecond {
