@@ -19,9 +19,6 @@ func TestCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3)
 	open := func(t testing.TB, o Options) *Store {
 		o.Mode, o.Addresses = Cluster, addrs
-		if o.Timeout == 0 {
-			o.Timeout = 2 * time.Second
-		}
 		return newStore(t, o)
 	}
 
@@ -96,7 +93,7 @@ func TestCluster(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) {
 		var n atomic.Int64
 		ratelimittest.Run(t, func(t *testing.T) ratelimit.Store {
-			s, err := New(t.Context(), Options{Mode: Cluster, Addresses: addrs, CallerTime: true, KeyPrefix: fmt.Sprintf("cc%d:", n.Add(1))})
+			s, err := New(t.Context(), Options{Mode: Cluster, Addresses: addrs, CallerTime: true, KeyPrefix: fmt.Sprintf("cc%d:", n.Add(1)), Timeout: testTimeout})
 			if err != nil {
 				t.Fatal(err)
 			}

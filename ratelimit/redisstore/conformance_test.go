@@ -18,6 +18,7 @@ func TestConformance(t *testing.T) {
 			Addresses:  []string{srv.Addr()},
 			CallerTime: true,
 			KeyPrefix:  fmt.Sprintf("conf%d:", n.Add(1)),
+			Timeout:    testTimeout,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -14,8 +14,17 @@ import (
 // t0 is a window boundary for every window the tests use.
 var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 
+// testTimeout bounds the round trips of stores in tests that check what is
+// decided, not how fast: a first call on a loaded machine, which loads the
+// scripts or learns a cluster's slots, can take longer than the 50ms
+// default. Tests of timeouts set their own.
+const testTimeout = 2 * time.Second
+
 func newStore(t testing.TB, o Options) *Store {
 	t.Helper()
+	if o.Timeout == 0 {
+		o.Timeout = testTimeout
+	}
 	s, err := New(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -114,7 +114,7 @@ func TestExactAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t)
 	var stores []*Store
 	for range 3 {
-		stores = append(stores, newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: 2 * time.Second}))
+		stores = append(stores, newStore(t, Options{Addresses: []string{srv.Addr()}}))
 	}
 	for _, tc := range []struct {
 		name string
@@ -149,7 +149,7 @@ func TestLeakyAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t)
 	var stores []*Store
 	for range 3 {
-		stores = append(stores, newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: 2 * time.Second}))
+		stores = append(stores, newStore(t, Options{Addresses: []string{srv.Addr()}}))
 	}
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "shape", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: time.Second, Queue: 30})
 	var mu sync.Mutex
