@@ -6,8 +6,10 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
 	"sync"
+	"syscall"
 )
 
 // The range ports are drawn from. It lies below Linux's ephemeral range
@@ -59,11 +61,34 @@ func (s *portSet) draw(lo, hi int, bus bool) (int, error) {
 	return 0, errors.New("finding a free loopback port: none free after 200 tries")
 }
 
+// free reports whether port can be bound on 127.0.0.1 by binding it and
+// letting go. It holds syscall.ForkLock while the check's socket is open:
+// a process started from another goroutine in between would inherit the
+// socket until it execs, and the server started on the port right after
+// would find it still in use.
 func free(port int) bool {
+	probeOnce.Do(probeClone)
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
 	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	if err != nil {
 		return false
 	}
 	ln.Close()
 	return true
+}
+
+var probeOnce sync.Once
+
+// probeClone runs, under ForkLock, the clone the os package makes once per
+// process, on its first process start, to learn whether the kernel hands
+// out pidfds. That clone does not take ForkLock, and its child holds a copy
+// of every open socket until it exits; a port checked at that moment would
+// stay bound for a moment after free let go of it.
+func probeClone() {
+	syscall.ForkLock.Lock()
+	defer syscall.ForkLock.Unlock()
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		p.Release()
+	}
 }

@@ -2,7 +2,10 @@ package loopback
 
 import (
 	"net"
+	"os/exec"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -55,5 +58,38 @@ func TestFreePortSkipsTakenPorts(t *testing.T) {
 			t.Fatalf("draw returned %d twice", p)
 		}
 		got[p] = true
+	}
+}
+
+func TestFreePortWhileForking(t *testing.T) {
+	// Processes started from other goroutines while a port is checked must
+	// not inherit the check's socket: the port would still be bound when
+	// the caller starts its server on it.
+	trueCmd, err := exec.LookPath("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for !stop.Load() {
+				exec.Command(trueCmd).Run()
+			}
+		})
+	}
+	defer wg.Wait()
+	defer stop.Store(true)
+	for range 1000 {
+		var set portSet
+		p, err := set.draw(low, high, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("listening on a port just found free: %v", err)
+		}
+		ln.Close()
 	}
 }
