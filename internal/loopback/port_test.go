@@ -27,12 +27,17 @@ func TestFreePort(t *testing.T) {
 	}
 }
 
+// The tests below bind ports of their own stretch, which lies above both
+// FreePort's range and the bus ports 10000 above it, and below the kernel's
+// ephemeral range: a port of FreePort's they bound would fail the server of
+// another test process that was handed it.
+const ownLo, ownHi = high + 10000, 32768
+
 func TestFreePortSkipsTakenPorts(t *testing.T) {
 	t.Parallel()
 	// Hold most ports of a small stretch and check none of them comes back
-	// while held. The stretch lies above FreePort's range: ports held in it
-	// would fail the servers of other test processes that were handed one.
-	const lo, hi = high + 100, high + 300
+	// while held.
+	const lo, hi = ownLo, ownLo + 200
 	held := map[int]net.Listener{}
 	for p := lo; p < hi-20; p++ {
 		if ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
@@ -82,7 +87,7 @@ func TestFreePortWhileForking(t *testing.T) {
 	defer stop.Store(true)
 	for range 1000 {
 		var set portSet
-		p, err := set.draw(low, high, false)
+		p, err := set.draw(ownLo, ownHi, false)
 		if err != nil {
 			t.Fatal(err)
 		}
