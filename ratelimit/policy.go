@@ -63,21 +63,22 @@ type Policy struct {
 	Algorithm Algorithm
 	// Limit is the number of requests per Window.
 	Limit int64
-	// Window is the period Limit applies to.
+	// Window is the period Limit applies to: a whole number of
+	// microseconds, at most MaxSpan.
 	Window time.Duration
 	// Burst is the token_bucket capacity; NewPolicy defaults it to Limit.
 	Burst int64
 	// Queue is the leaky_bucket FIFO capacity; 0 rejects overflow at once.
 	Queue int64
-	// MaxWait is the longest leaky_bucket wait; NewPolicy defaults it to
-	// Queue x Interval.
+	// MaxWait is the longest leaky_bucket wait; 0 means the default,
+	// which NewPolicy fills in: Queue x Interval.
 	MaxWait time.Duration
 	// Shadow policies are decided and counted but never reject.
 	Shadow bool
 
-	interval  int64  // Window / Limit in nanoseconds, at least 1
-	window    int64  // Window in nanoseconds
-	tolerance int64  // leaky_bucket: longest acceptable wait, min(Queue*interval, MaxWait)
+	interval  int64  // Window / Limit in nanoseconds, rounded up to a whole microsecond
+	window    int64  // Window in nanoseconds, a whole number of microseconds
+	tolerance int64  // leaky_bucket: longest acceptable wait, min(Queue*interval, MaxWait) in whole microseconds
 	nameHash  uint64 // Name hashed with nameSeed, for the stores' tables
 }
 
@@ -132,19 +133,106 @@ func NewPolicy(p Policy) (*Policy, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	burstSet := p.Burst != 0
 	if p.Burst == 0 {
 		if p.Algorithm == TokenBucket {
 			p.Burst = p.Limit
 		}
 	}
 	p.window = int64(p.Window)
-	p.interval = max(p.window/p.Limit, 1)
-	if p.MaxWait == 0 {
-		p.MaxWait = time.Duration(p.Queue * p.interval)
+	p.interval = intervalOf(p.window, p.Limit)
+	errs = append(errs, p.checkSpans(burstSet)...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
-	p.tolerance = min(p.Queue*p.interval, int64(p.MaxWait))
 	p.nameHash = maphash.String(nameSeed, p.Name)
 	return &p, nil
+}
+
+// MaxSpan is the longest time a policy may need to remember: its window, a
+// token_bucket's burst x interval and a leaky_bucket's longest wait. Decision
+// times are Unix nanoseconds in an int64 (until 2262) and microseconds in a
+// Lua double (exact until 2255), so a span of up to a century keeps every
+// sum of a time and a span exact.
+const MaxSpan = 100 * 365 * 24 * time.Hour
+
+// lossDenominator bounds what rounding an interval up to a whole
+// microsecond may take from a token_bucket's or leaky_bucket's rate: at
+// most 1/lossDenominator of it, 0.1%.
+const lossDenominator = 1000
+
+// intervalOf is window / limit rounded up to a whole microsecond, at least
+// 1µs. Rounding up never admits more than the policy says, and whole
+// microseconds are what the Redis scripts count in, so every store works
+// with the very same interval.
+func intervalOf(window, limit int64) int64 {
+	const us = int64(time.Microsecond)
+	w := window / us
+	iv := w / limit
+	if w%limit != 0 || iv == 0 {
+		iv++
+	}
+	return iv * us
+}
+
+// checkSpans reports what the stores cannot represent exactly: a window
+// that is not a whole number of microseconds, an interval that rounding to
+// a whole microsecond would lengthen by more than 0.1%, and spans longer
+// than MaxSpan. It sets p.tolerance and the default MaxWait on the way. The
+// products are computed so that they cannot overflow. burstSet tells an
+// explicit burst from one defaulted to Limit, which is the window's doing.
+func (p *Policy) checkSpans(burstSet bool) []error {
+	var errs []error
+	const us = int64(time.Microsecond)
+	wholeUs := p.window%us == 0
+	if !wholeUs {
+		errs = append(errs, fmt.Errorf("window: %v is not a whole number of microseconds, which the stores count in", p.Window))
+	}
+	if p.Window > MaxSpan {
+		errs = append(errs, fmt.Errorf("window: must be at most 100 years (%v)", MaxSpan))
+	}
+	if wholeUs && (p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket) {
+		// The rate lost is (interval x limit - window) / window; the excess
+		// is computed without the product, which may not fit.
+		w := p.window / us
+		excess := (p.Limit - w%p.Limit) % p.Limit
+		if w < p.Limit {
+			excess = p.Limit - w
+		}
+		if excess > w/lossDenominator {
+			exact := float64(p.window) / float64(p.Limit)
+			lost := 100 * (1 - float64(p.window)/(float64(p.interval)*float64(p.Limit)))
+			errs = append(errs, fmt.Errorf("limit: the interval window / limit is %v, not a whole number of microseconds; rounded up to %v it would admit %.3g%% fewer requests than %d per %v (at most 0.1%% is allowed)",
+				time.Duration(exact), p.Interval(), lost, p.Limit, p.Window))
+		}
+	}
+	switch p.Algorithm {
+	case TokenBucket:
+		if p.Burst > int64(MaxSpan)/p.interval {
+			f := "burst"
+			if !burstSet {
+				f = "window"
+			}
+			errs = append(errs, fmt.Errorf("%s: burst x interval (%d x %v) must be at most 100 years: the bucket could not be counted", f, p.Burst, p.Interval()))
+		}
+	case LeakyBucket:
+		queued := int64(MaxSpan) + 1 // Queue x interval, saturated above MaxSpan
+		if p.Queue <= int64(MaxSpan)/p.interval {
+			queued = p.Queue * p.interval
+		}
+		switch {
+		case p.MaxWait > MaxSpan:
+			errs = append(errs, fmt.Errorf("max_wait: must be at most 100 years (%v)", MaxSpan))
+		case p.MaxWait == 0 && queued > int64(MaxSpan):
+			errs = append(errs, fmt.Errorf("queue: queue x interval (%d x %v) must be at most 100 years: set a max_wait, or a smaller queue", p.Queue, p.Interval()))
+		case p.MaxWait == 0:
+			p.MaxWait = time.Duration(queued)
+		}
+		// Whole microseconds, like the interval, rounded down: a wait
+		// never exceeds max_wait.
+		p.tolerance = min(queued, int64(p.MaxWait)) / us * us
+	}
+	return errs
 }
 
 // MustPolicy is NewPolicy for tests and examples: it panics on error.
@@ -156,9 +244,15 @@ func MustPolicy(p Policy) *Policy {
 	return c
 }
 
-// Interval is Window / Limit: the token refill period of token_bucket and
-// the departure spacing of leaky_bucket.
+// Interval is Window / Limit rounded up to a whole microsecond: the token
+// refill period of token_bucket and the departure spacing of leaky_bucket.
+// NewPolicy rejects a token_bucket or leaky_bucket policy whose rate the
+// rounding would lower by more than 0.1%.
 func (p *Policy) Interval() time.Duration { return time.Duration(p.interval) }
+
+// Tolerance is the longest wait a leaky_bucket admits, min(Queue x Interval,
+// MaxWait) rounded down to a whole microsecond; 0 for other algorithms.
+func (p *Policy) Tolerance() time.Duration { return time.Duration(p.tolerance) }
 
 // Settings returns the fields that give p's state its meaning.
 func (p *Policy) Settings() Settings {

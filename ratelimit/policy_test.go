@@ -22,7 +22,12 @@ func TestNewPolicyDefaults(t *testing.T) {
 		{"leaky max_wait below queue", Policy{Algorithm: LeakyBucket, Limit: 10, Window: time.Second, Queue: 50, MaxWait: 250 * time.Millisecond}, 100 * time.Millisecond, 0, 250 * time.Millisecond, 3},
 		{"leaky queue 0", Policy{Algorithm: LeakyBucket, Limit: 10, Window: time.Second}, 100 * time.Millisecond, 0, 0, 1},
 		{"fixed", Policy{Algorithm: FixedWindow, Limit: 3, Window: time.Hour}, 20 * time.Minute, 0, 0, 3},
-		{"interval at least 1ns", Policy{Algorithm: SlidingWindowLog, Limit: 10, Window: 5}, 1, 0, 0, 10},
+		{"interval rounded up to a whole µs", Policy{Algorithm: TokenBucket, Limit: 3, Window: time.Second}, 333334 * time.Microsecond, 3, 0, 3},
+		{"leaky interval rounded up", Policy{Algorithm: LeakyBucket, Limit: 3, Window: time.Second, Queue: 2}, 333334 * time.Microsecond, 0, 666668 * time.Microsecond, 3},
+		{"tolerance rounded down to a whole µs", Policy{Algorithm: LeakyBucket, Limit: 10, Window: time.Second, Queue: 5, MaxWait: 250*time.Millisecond + 999}, 100 * time.Millisecond, 0, 250*time.Millisecond + 999, 3},
+		{"window counters ignore the interval", Policy{Algorithm: FixedWindow, Limit: 2_000_000, Window: time.Second}, time.Microsecond, 0, 0, 2_000_000},
+		{"interval at least 1µs", Policy{Algorithm: SlidingWindowLog, Limit: 10, Window: 5 * time.Microsecond}, time.Microsecond, 0, 0, 10},
+		{"a long max_wait bounds a huge queue", Policy{Algorithm: LeakyBucket, Limit: 1, Window: 24 * time.Hour, Queue: 200_000, MaxWait: 72 * time.Hour}, 24 * time.Hour, 0, 72 * time.Hour, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -58,6 +63,50 @@ func TestNewPolicyErrors(t *testing.T) {
 	}
 	if _, err := NewPolicy(Policy{Name: "p", Algorithm: 0, Limit: 1, Window: time.Second}); err == nil {
 		t.Error("algorithm 0: got no error, want one")
+	}
+}
+
+// TestNewPolicyUnrepresentable checks that what a store cannot count
+// exactly is an error at the field, not a policy that silently admits more,
+// less, or nothing at all.
+func TestNewPolicyUnrepresentable(t *testing.T) {
+	t.Parallel()
+	const year = 365 * 24 * time.Hour
+	for _, tc := range []struct {
+		name string
+		in   Policy
+		want string
+	}{
+		{"window below a microsecond", Policy{Algorithm: SlidingWindowLog, Limit: 10, Window: 5},
+			"window: 5ns is not a whole number of microseconds, which the stores count in"},
+		{"window with a fraction of a microsecond", Policy{Algorithm: FixedWindow, Limit: 10, Window: time.Second + 1},
+			"window: 1.000000001s is not a whole number of microseconds, which the stores count in"},
+		{"2,000,000 per second", Policy{Algorithm: TokenBucket, Limit: 2_000_000, Window: time.Second},
+			"limit: the interval window / limit is 500ns, not a whole number of microseconds; rounded up to 1µs it would admit 50% fewer requests than 2000000 per 1s (at most 0.1% is allowed)"},
+		{"300,000 per second", Policy{Algorithm: LeakyBucket, Limit: 300_000, Window: time.Second},
+			"limit: the interval window / limit is 3.333µs, not a whole number of microseconds; rounded up to 4µs it would admit 16.7% fewer requests than 300000 per 1s (at most 0.1% is allowed)"},
+		{"leaky 1/24h queue 200000", Policy{Algorithm: LeakyBucket, Limit: 1, Window: 24 * time.Hour, Queue: 200_000},
+			"queue: queue x interval (200000 x 24h0m0s) must be at most 100 years: set a max_wait, or a smaller queue"},
+		{"token 10/8760h burst 3000", Policy{Algorithm: TokenBucket, Limit: 10, Window: 8760 * time.Hour, Burst: 3000},
+			"burst: burst x interval (3000 x 876h0m0s) must be at most 100 years: the bucket could not be counted"},
+		{"token with a default burst over a century", Policy{Algorithm: TokenBucket, Limit: 1, Window: 200 * year},
+			"window: must be at most 100 years (876000h0m0s)\nwindow: burst x interval (1 x 1752000h0m0s) must be at most 100 years: the bucket could not be counted"},
+		{"max_wait over a century", Policy{Algorithm: LeakyBucket, Limit: 1, Window: time.Hour, Queue: 10, MaxWait: 101 * year},
+			"max_wait: must be at most 100 years (876000h0m0s)"},
+		{"queue overflowing int64", Policy{Algorithm: LeakyBucket, Limit: 1, Window: time.Hour, Queue: 1 << 62},
+			"queue: queue x interval (4611686018427387904 x 1h0m0s) must be at most 100 years: set a max_wait, or a smaller queue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.in.Name = "p"
+			p, err := NewPolicy(tc.in)
+			if err == nil {
+				t.Fatalf("got policy with interval %v, capacity %d; want error %q", p.Interval(), p.Capacity(), tc.want)
+			}
+			if got := err.Error(); got != tc.want {
+				t.Errorf("got error\n%s\nwant\n%s", got, tc.want)
+			}
+		})
 	}
 }
 

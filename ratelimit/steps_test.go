@@ -8,6 +8,51 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 
+// TestNoMoreThanExact runs a greedy client, which retries the very
+// nanosecond RetryAfter names, against rates whose interval is not a whole
+// number of nanoseconds: rounding the interval must never let through more
+// than the exact rate does.
+func TestNoMoreThanExact(t *testing.T) {
+	t.Parallel()
+	second := t0.UnixNano() + int64(time.Second)
+	t.Run("token_bucket 3/s burst 3", func(t *testing.T) {
+		t.Parallel()
+		p := MustPolicy(Policy{Name: "tb", Algorithm: TokenBucket, Limit: 3, Window: time.Second, Burst: 3})
+		var s TokenBucketState
+		admitted := 0
+		for now := t0.UnixNano(); now < second; {
+			var d Decision
+			s, d = StepTokenBucket(p, s, now, 1)
+			if d.Allowed {
+				admitted++
+				continue
+			}
+			now += int64(d.RetryAfter)
+		}
+		// 3 at once, then one at 1/3 s and one at 2/3 s; the next is due
+		// at 1 s, outside [0, 1 s).
+		if admitted != 5 {
+			t.Errorf("got %d admitted in [0, 1s), want 5", admitted)
+		}
+	})
+	t.Run("leaky_bucket 3/s", func(t *testing.T) {
+		t.Parallel()
+		p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 3, Window: time.Second, Queue: 100})
+		var s LeakyBucketState
+		departed := 0
+		for now := t0.UnixNano(); now < second; now += int64(time.Millisecond) {
+			var d Decision
+			s, d = StepLeakyBucket(p, s, now, 1)
+			if d.Allowed && now+int64(d.Delay) < second {
+				departed++
+			}
+		}
+		if departed != 3 {
+			t.Errorf("got %d departures in [0, 1s), want 3 (one per 1/3 s)", departed)
+		}
+	})
+}
+
 // TestLeakyToleranceMatchesQueueModel checks the fold of SPEC's two rules
 // into one tolerance: a request is rejected when `queue` requests already
 // wait (the one leaving now not counted) or its wait would exceed max_wait.
@@ -47,7 +92,7 @@ func TestLeakyToleranceMatchesQueueModel(t *testing.T) {
 			}
 			// A free outflow takes it at once; otherwise it must find a
 			// queue place and a short enough wait.
-			wantAllowed := dep == now || (waiting < queue && dep-now <= int64(p.MaxWait))
+			wantAllowed := dep == now || (waiting < queue && dep-now <= int64(p.MaxWait.Truncate(time.Microsecond)))
 			var d Decision
 			s, d = StepLeakyBucket(p, s, now, 1)
 			if d.Allowed != wantAllowed {

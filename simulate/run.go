@@ -39,7 +39,7 @@ type Params struct {
 // does.
 func (p Params) Validate() error {
 	_, rate := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.TokenBucket, Limit: p.Limit, Window: p.Window, Burst: p.Burst})
-	_, queue := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: 1, Queue: p.Queue, MaxWait: p.MaxWait})
+	_, queue := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: time.Microsecond, Queue: p.Queue, MaxWait: p.MaxWait})
 	return errors.Join(rate, queue)
 }
 

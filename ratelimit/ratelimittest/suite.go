@@ -85,9 +85,10 @@ func seq(parts ...[]step) []step {
 }
 
 const (
-	us  = time.Microsecond
-	ms  = time.Millisecond
-	sec = time.Second
+	third = 333334 * time.Microsecond // 1/3 s rounded up to a whole microsecond
+	us    = time.Microsecond
+	ms    = time.Millisecond
+	sec   = time.Second
 )
 
 var sequences = []struct {
@@ -220,6 +221,53 @@ var sequences = []struct {
 				{30 * sec, allow(10, 9, 10*sec+us, 20*sec)},
 			},
 		),
+	},
+	{
+		// The interval, 1/3 s, is rounded up to a whole microsecond,
+		// 333334 µs, in every store: the refill due at 1 s comes 2 µs
+		// late, never early, so [0, 1 s) admits 5 as the exact rate does.
+		name: "token_bucket 3 per second",
+		pol:  ratelimit.Policy{Algorithm: ratelimit.TokenBucket, Limit: 3, Window: sec, Burst: 3},
+		steps: []step{
+			{0, allow(3, 2, third, third)},
+			{0, allow(3, 1, third, 2*third)},
+			{0, allow(3, 0, third, 3*third)},
+			{0, deny(3, 0, third, 3*third)},
+			{third, allow(3, 0, third, 3*third)},
+			{2 * third, allow(3, 0, third, 3*third)},
+			{sec - us, deny(3, 0, 3*us, 5*third-sec+us)},
+			{sec, deny(3, 0, 2*us, 5*third-sec)},
+			{3 * third, allow(3, 0, third, 3*third)},
+		},
+	},
+	{
+		// Departures 333334 µs apart: three leave in [0, 1 s), the
+		// fourth at 1.000002 s.
+		name: "leaky_bucket 3 per second",
+		pol:  ratelimit.Policy{Algorithm: ratelimit.LeakyBucket, Limit: 3, Window: sec, Queue: 3},
+		steps: []step{
+			{0, queued(3, 3, third, third, 0)},
+			{0, queued(3, 2, third, 2*third, third)},
+			{0, queued(3, 1, third, 3*third, 2*third)},
+			{0, queued(3, 0, third, 4*third, 3*third)},
+			{0, deny(3, 0, third, 4*third)},
+			// Three have left and the fourth leaves at 1.000002 s: a place
+			// is free again.
+			{sec - us, queued(3, 1, 3*us, 5*third-sec+us, 4*third-sec+us)},
+		},
+	},
+	{
+		// A max_wait that is no whole number of microseconds counts as
+		// the whole microseconds in it.
+		name: "leaky_bucket max_wait between microseconds",
+		pol:  ratelimit.Policy{Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: sec, Queue: 5, MaxWait: 200*ms + 999},
+		steps: []step{
+			{0, queued(10, 2, 100*ms, 100*ms, 0)},
+			{0, queued(10, 1, 100*ms, 200*ms, 100*ms)},
+			{0, queued(10, 0, 100*ms, 300*ms, 200*ms)},
+			{0, deny(10, 0, 100*ms, 300*ms)},
+			{us, deny(10, 0, 100*ms-us, 300*ms-us)},
+		},
 	},
 	{
 		name: "limit 1 window 1ms",

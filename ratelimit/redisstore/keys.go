@@ -42,28 +42,17 @@ func Key(prefix string, r ratelimit.Request) string {
 	return sb.String()
 }
 
-// micros is d in whole microseconds, rounded up: the scripts count in
-// microseconds, and rounding up never lets more through than the policy.
-func micros(d time.Duration) int64 {
-	return int64((d + time.Microsecond - 1) / time.Microsecond)
-}
+// micros is d in whole microseconds. Every duration a compiled policy
+// holds is one (ratelimit.NewPolicy rounds the interval up and the
+// tolerance down to whole microseconds, and rejects other windows), so the
+// scripts work with the very numbers the memory store does.
+func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
 // appendParams appends the eight script arguments that describe limit r
 // (see decide.lua); undo is "-" to keep the limit's budget, else what to
 // give back: the window start the decision reported, or "1".
 func appendParams(args []string, r ratelimit.Request, undo string) []string {
 	p := r.Policy
-	iv := p.Interval()
-	t := micros(iv)
-	// Tolerance as the step computes it, min(Queue*interval, MaxWait), in
-	// microseconds that keep the queue's place count: Queue*t when the
-	// queue is the tighter bound.
-	var tol int64
-	if p.Queue*int64(iv) <= int64(p.MaxWait) {
-		tol = p.Queue * t
-	} else {
-		tol = int64(p.MaxWait / time.Microsecond)
-	}
 	shadow := "0"
 	if p.Shadow {
 		shadow = "1"
@@ -72,9 +61,9 @@ func appendParams(args []string, r ratelimit.Request, undo string) []string {
 		strconv.Itoa(int(p.Algorithm)),
 		strconv.FormatInt(p.Limit, 10),
 		strconv.FormatInt(micros(p.Window), 10),
-		strconv.FormatInt(t, 10),
+		strconv.FormatInt(micros(p.Interval()), 10),
 		strconv.FormatInt(p.Burst, 10),
-		strconv.FormatInt(tol, 10),
+		strconv.FormatInt(micros(p.Tolerance()), 10),
 		shadow, undo,
 	)
 }
