@@ -104,6 +104,12 @@ testdata/bad_unknown_field.yaml:7:31: routes[0].match.method: unknown field`},
 testdata/bad_unset_env.yaml:9:19: routes[0].strip_prefix: unterminated ${ in "${PREFIX"`},
 	{"bad_upstream_url.yaml", `testdata/bad_upstream_url.yaml:3:15: routes[0].upstream: invalid upstream URL "ftp://127.0.0.1:9000": scheme must be http or https
 testdata/bad_upstream_url.yaml:5:40: routes[1].upstreams[1]: invalid upstream URL "http://": no host`},
+	{"bad_spans.yaml", `testdata/bad_spans.yaml:6:12: policies.daily-shaping.queue: queue x interval (200000 x 24h0m0s) must be at most 100 years: set a max_wait, or a smaller queue
+testdata/bad_spans.yaml:12:12: policies.yearly.burst: burst x interval (3000 x 876h0m0s) must be at most 100 years: the bucket could not be counted
+testdata/bad_spans.yaml:16:12: policies.too-fast.limit: the interval window / limit is 500ns, not a whole number of microseconds; rounded up to 1µs it would admit 50% fewer requests than 2000000 per 1s (at most 0.1% is allowed)
+testdata/bad_spans.yaml:24:15: policies.no-wait.max_wait: must be > 0; leave it out for the default, queue x interval, or set queue: 0 to reject whatever cannot leave at once
+testdata/bad_spans.yaml:30:12: policies.no-burst.burst: must be > 0; leave it out for the default, limit
+testdata/bad_spans.yaml:41:54: routes[0].limits[5].window: 1.5µs is not a whole number of microseconds, which the stores count in`},
 	{"bad_zero_window.yaml", `testdata/bad_zero_window.yaml:7:54: routes[1].limits[0].window: must be > 0`},
 }
 

@@ -116,6 +116,17 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		// NewPolicy files a lone max_wait under queue.
 		nodes["queue"] = maxWait.n
 	}
+	// An explicit zero is not the default: burst 0 would admit nothing and
+	// max_wait 0 would leave the queue unused, so both are refused rather
+	// than read as "absent".
+	if burst.set && burst.v == 0 && p.Algorithm == ratelimit.TokenBucket {
+		d.errorf(burst.n, field(path, "burst"), "must be > 0; leave it out for the default, limit")
+		skip["burst"] = true
+	}
+	if maxWait.set && maxWait.v == 0 && p.Algorithm == ratelimit.LeakyBucket {
+		d.errorf(maxWait.n, field(path, "max_wait"), "must be > 0; leave it out for the default, queue x interval, or set queue: 0 to reject whatever cannot leave at once")
+		skip["max_wait"] = true
+	}
 	pol, err := ratelimit.NewPolicy(p)
 	for _, e := range unjoin(err) {
 		f, msg, _ := strings.Cut(e.Error(), ": ")
