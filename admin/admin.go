@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/problem"
@@ -25,6 +26,9 @@ type Source interface {
 	Store() ratelimit.Store
 	// Ready reports what /readyz answers from.
 	Ready() Readiness
+	// Now is the time the gateway decides limits at (its ratelimit.Clock),
+	// at which /v1/limits reads a bucket.
+	Now() time.Time
 }
 
 // Readiness is the state /readyz reports.

@@ -30,6 +30,7 @@ func (f *fakeSource) Policy(name string) *ratelimit.Policy {
 }
 func (f *fakeSource) Store() ratelimit.Store { return f.store }
 func (f *fakeSource) Ready() Readiness       { return f.ready }
+func (f *fakeSource) Now() time.Time         { return time.Now() }
 
 // failingStore is a store that cannot be reached.
 type failingStore struct{ ratelimit.Store }

@@ -47,7 +47,7 @@ func limits(src Source) http.HandlerFunc {
 			return
 		}
 		key := q.Get("key")
-		d, err := store.Peek(r.Context(), time.Now(), ratelimit.Request{Policy: p, Key: key})
+		d, err := store.Peek(r.Context(), src.Now(), ratelimit.Request{Policy: p, Key: key})
 		if err != nil {
 			problem.Error(w, http.StatusServiceUnavailable, "reading the bucket from the store: "+err.Error())
 			return

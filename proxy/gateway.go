@@ -30,6 +30,9 @@ type Options struct {
 	Metrics *metrics.Metrics
 	// Transport reaches the upstreams; default NewTransport().
 	Transport http.RoundTripper
+	// Clock gives the time limits are decided at; default
+	// ratelimit.SystemClock(). Give the store the same clock.
+	Clock *ratelimit.Clock
 }
 
 // Gateway is the http.Handler of the plain and TLS listeners. Load swaps
@@ -39,12 +42,13 @@ type Gateway struct {
 	log       *slog.Logger
 	metrics   *metrics.Metrics
 	transport http.RoundTripper
+	clock     *ratelimit.Clock
 	current   atomic.Pointer[snapshot]
 
 	drainOnce sync.Once
 	drainCtx  context.Context // done once shutdown begins
 	drainNow  context.CancelFunc
-	deadline  atomic.Int64 // Unix ns by which shutdown cuts off
+	deadline  atomic.Pointer[time.Time] // by when shutdown cuts off, with its monotonic reading
 }
 
 // UnmatchedRoute is the route label of requests that matched no route.
@@ -83,7 +87,10 @@ func New(o Options) *Gateway {
 	if o.Transport == nil {
 		o.Transport = NewTransport()
 	}
-	g := &Gateway{log: o.Logger, metrics: o.Metrics, transport: o.Transport}
+	if o.Clock == nil {
+		o.Clock = ratelimit.SystemClock()
+	}
+	g := &Gateway{log: o.Logger, metrics: o.Metrics, transport: o.Transport, clock: o.Clock}
 	g.drainCtx, g.drainNow = context.WithCancel(context.Background())
 	return g
 }
@@ -243,7 +250,7 @@ func (g *Gateway) upstreamError(rt *route) func(http.ResponseWriter, *http.Reque
 // once, and any still waiting at the deadline is answered 503 then.
 func (g *Gateway) Drain(deadline time.Time) {
 	g.drainOnce.Do(func() {
-		g.deadline.Store(deadline.UnixNano())
+		g.deadline.Store(&deadline)
 		g.drainNow()
 	})
 }

@@ -121,7 +121,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 			ex.keys[i] = reqs[i].Key
 		}
 	}
-	now := time.Now()
+	now := g.clock.Now()
 	if err := s.store.Decide(r.Context(), now, reqs, ds); err != nil {
 		g.log.Error("deciding rate limits", "route", rt.r.Name, "request_id", ex.id, "err", err)
 		problem.Error(w, http.StatusServiceUnavailable, "rate limit store unavailable")
@@ -184,7 +184,9 @@ func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Re
 	// deadline is answered at once; the others keep their place but are cut
 	// off at the deadline.
 	stop := context.AfterFunc(g.drainCtx, func() {
-		deadline := time.Unix(0, g.deadline.Load())
+		// Departures and the deadline both carry monotonic readings, so
+		// a wall clock step moves neither.
+		deadline := *g.deadline.Load()
 		if d.Departure.After(deadline) {
 			cancel(errShuttingDown)
 			return

@@ -19,7 +19,8 @@ type MemoryOptions struct {
 	SweepInterval time.Duration
 	// Clock is the real time the store arms its timers and sweeps with:
 	// Wait's departures and the sweeper's idea of now. Decisions never
-	// read it; they take their time as an argument. Default time.Now.
+	// read it; they take their time as an argument, which should come from
+	// the same clock (a Clock's Now). Default: a SystemClock's Now.
 	Clock func() time.Time
 }
 
@@ -63,7 +64,7 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 		o.SweepInterval = 10 * time.Second
 	}
 	if o.Clock == nil {
-		o.Clock = time.Now
+		o.Clock = SystemClock().Now
 	}
 	n := 1
 	for n < 64 && o.MaxKeys/(2*n) >= 64 {

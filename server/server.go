@@ -33,6 +33,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	gateway *proxy.Gateway
+	clock   *ratelimit.Clock // the time of every decision, immune to wall clock steps
 
 	mu      sync.Mutex // serialises Reload and Shutdown
 	cfg     atomic.Pointer[routes.Config]
@@ -59,7 +60,7 @@ func New(ctx context.Context, path string, log *slog.Logger) (*Server, error) {
 // NewFromConfig is New with a configuration already loaded; path is where
 // reloads read from ("" disables reload).
 func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *slog.Logger) (*Server, error) {
-	s := &Server{path: path, log: log, metrics: metrics.New(), addrs: make(map[string]net.Addr)}
+	s := &Server{path: path, log: log, metrics: metrics.New(), clock: ratelimit.SystemClock(), addrs: make(map[string]net.Addr)}
 	if err := s.buildStore(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -71,14 +72,14 @@ func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *sl
 		}
 		s.certs = m
 	}
-	s.gateway = proxy.New(proxy.Options{Logger: log, Metrics: s.metrics})
+	s.gateway = proxy.New(proxy.Options{Logger: log, Metrics: s.metrics, Clock: s.clock})
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
 	return s, nil
 }
 
 func (s *Server) buildStore(ctx context.Context, cfg *routes.Config) error {
-	s.memory = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{MaxKeys: cfg.Store.Memory.MaxKeys})
+	s.memory = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{MaxKeys: cfg.Store.Memory.MaxKeys, Clock: s.clock.Now})
 	if cfg.Store.Type != "redis" {
 		s.metrics.SetKeys(s.memory.Keys)
 		s.store = observed{s.memory, s.metrics.Store("memory")}
@@ -338,6 +339,8 @@ func (src source) Policy(name string) *ratelimit.Policy {
 }
 
 func (src source) Store() ratelimit.Store { return src.s.store }
+
+func (src source) Now() time.Time { return src.s.clock.Now() }
 
 func (src source) Ready() admin.Readiness {
 	c := src.s.cfg.Load()
