@@ -43,7 +43,7 @@ routes:
     match: {path_prefix: /limited}
     upstream: %[1]s
     limits:
-      - {algorithm: token_bucket, limit: 1000000000, window: 1s, key: [header:X-API-Key]}
+      - {algorithm: token_bucket, limit: 1000000000, window: 1000s, key: [header:X-API-Key]}
 `
 
 // BenchmarkRequestPath measures client -> sluice -> upstream over loopback.
