@@ -96,17 +96,21 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 
 // giveUpLocked removes w from e's queue and hands its departure slot down
 // the line: every later waiter, and the bucket's next departure, moves one
-// interval earlier.
+// interval earlier. A slot that has already passed is not handed on: the
+// give-up reached the lock late (the lock was busy), and the waiter behind
+// may have left at its own departure meanwhile, so moving the line would
+// let the next request leave together with it.
 func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
 	t := p.interval
-	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || !behindWaited(e, w, t) {
+	now := m.clock().UnixNano()
+	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
 		// The bucket was reset (a settings change), its schedule no longer
-		// holds this departure, or a departure behind it belongs to a
-		// request not in Wait: moving anything would bunch departures.
+		// holds this departure, the departure is past, or a departure
+		// behind it belongs to a request not in Wait: moving anything
+		// would bunch departures.
 		e.dequeueLocked(w)
 		return
 	}
-	now := m.clock().UnixNano()
 	for o := w.next; o != nil; o = o.next {
 		o.dep -= t
 		if o.timer != nil && !o.leaving.Load() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -274,5 +275,65 @@ func TestWaitMassGiveUp(t *testing.T) {
 	m.Decide(context.Background(), now, []Request{r}, out)
 	if got, want := out[0].Delay, time.Minute; got != want {
 		t.Errorf("request after every waiter gave up: got Delay %v, want %v", got, want)
+	}
+}
+
+// TestWaitLateGiveUpKeepsTheSchedule holds the shard's lock while a waiter
+// gives up and the one behind it reaches its departure, then lets both
+// through, the give-up first. The freed slot has passed by then, and the
+// one behind has left on time: handing the slot down would move the
+// bucket's next departure onto the one that just left, and the next
+// request would leave with it.
+func TestWaitLateGiveUpKeepsTheSchedule(t *testing.T) {
+	t.Parallel()
+	const interval = 20 * time.Millisecond
+	var clock atomic.Int64 // Unix ns, moved by hand; timers still run on real time
+	clock.Store(t0.UnixNano())
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return time.Unix(0, clock.Load()) }})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 50, Window: time.Second, Queue: 5})
+	r := Request{Policy: p, Key: "k"}
+	decide := func(at time.Duration) Decision {
+		out := make([]Decision, 1)
+		m.Decide(context.Background(), t0.Add(at), []Request{r}, out)
+		return out[0]
+	}
+	decide(0) // leaves at once
+	a, b := decide(0), decide(0)
+	if a.Delay != interval || b.Delay != 2*interval {
+		t.Fatalf("got delays %v and %v, want %v and %v", a.Delay, b.Delay, interval, 2*interval)
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	defer cancelA()
+	var wg sync.WaitGroup
+	wg.Go(func() { m.Wait(ctxA, r, a) })
+	wg.Go(func() { m.Wait(context.Background(), r, b) })
+	waitFor(t, m, r, 2)
+
+	h := m.hash(p, r.Key)
+	s := m.shardOf(h)
+	s.mu.Lock()
+	e := s.find(h, p, r.Key)
+	wa, wb := e.ext.wq.head, e.ext.wq.head.next
+	e.unlock(false)
+	cancelA()
+	// Past b's departure; b's timer fires on real time, about 40ms on.
+	clock.Store(t0.Add(2*interval + 10*time.Millisecond).UnixNano())
+	deadline := time.Now().Add(5 * time.Second)
+	for !wa.leaving.Load() || !wb.leaving.Load() {
+		if time.Now().After(deadline) {
+			s.mu.Unlock()
+			t.Fatal("the waiters did not stop waiting")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(5 * time.Millisecond) // both queue on the lock, a first
+	s.mu.Unlock()
+	wg.Wait()
+
+	// b's departure, 2 intervals in, was kept; the next leaves one
+	// interval after it, not at once.
+	if got, want := decide(2*interval+10*time.Millisecond).Delay, 10*time.Millisecond; got != want {
+		t.Errorf("next request 50ms in: got Delay %v, want %v (to leave at 60ms, one interval after the last to leave)", got, want)
 	}
 }
