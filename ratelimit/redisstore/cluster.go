@@ -113,6 +113,11 @@ func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time,
 					undo[j] = "-"
 				case r.Policy.Algorithm == ratelimit.FixedWindow || r.Policy.Algorithm == ratelimit.SlidingWindowCounter:
 					undo[j] = formatInt(g.starts[j])
+				case r.Policy.Algorithm == ratelimit.TokenBucket || r.Policy.Algorithm == ratelimit.LeakyBucket:
+					// The time the take wrote (TAT, next departure): the
+					// script's time plus the Reset it reported. Given back
+					// only while it is still what the bucket holds.
+					undo[j] = formatInt(g.at + int64(g.out[j].Reset/time.Microsecond))
 				default:
 					undo[j] = "1"
 				}

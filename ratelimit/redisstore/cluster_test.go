@@ -101,3 +101,49 @@ func TestCluster(t *testing.T) {
 		})
 	})
 }
+
+// TestCompensationOnlyUndoesItsOwnTake replays what a request spanning
+// slots does when another slot rejects it: its take on a burst-1 token
+// bucket is given back a round trip later. A request that took the bucket
+// in between must keep it: giving back TAT - interval from whatever is
+// stored then would let a third request in at the same instant.
+func TestCompensationOnlyUndoesItsOwnTake(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, KeyPrefix: "comp:"})
+	c := *s.client.Load()
+	ctx := context.Background()
+	p := policyOf(t, "burst1", ratelimit.TokenBucket, 1, time.Second)
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	decide := func(key string, at time.Time) ratelimit.Decision {
+		var out [1]ratelimit.Decision
+		if err := s.Decide(ctx, at, []ratelimit.Request{{Policy: p, Key: key}}, out[:]); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	take := func(key string, at time.Time) *slotGroup {
+		g := groupBySlot(s.prefix, []ratelimit.Request{{Policy: p, Key: key}})[0]
+		g.token = s.token()
+		if !s.runGroups(ctx, c, at, []*slotGroup{g}, modeTake) || !g.consumed {
+			t.Fatalf("%s: the spanning request's take was rejected, want admitted", key)
+		}
+		return g
+	}
+
+	// Alone, the compensation gives the token back.
+	g := take("alone", t0)
+	s.compensate(ctx, c, t0, []*slotGroup{g})
+	if d := decide("alone", t0); !d.Allowed {
+		t.Errorf("after the compensation: got rejected, want the token back")
+	}
+
+	// With a request in between: it took the token that refilled at 1s.
+	g = take("k", t0)
+	if d := decide("k", t0.Add(time.Second)); !d.Allowed {
+		t.Fatalf("request at 1s: got rejected, want allowed")
+	}
+	s.compensate(ctx, c, t0, []*slotGroup{g})
+	if d := decide("k", t0.Add(time.Second)); d.Allowed {
+		t.Errorf("second request at 1s after a late compensation: got allowed, want rejected (burst 1)")
+	}
+}

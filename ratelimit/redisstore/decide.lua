@@ -19,7 +19,8 @@
 -- ARGV[6+8*(i-1)+1..8] per limit: algorithm (ratelimit.Algorithm: 1 token,
 --           2 leaky, 3 fixed, 4 sliding log, 5 sliding counter), limit, window us, interval us,
 --           burst, tolerance us, shadow (1/0), undo ('-': keep; to give
---           back, the window start the decision's reply named, or 1)
+--           back, the window start the decision's reply named, the TAT or
+--           next departure it wrote in us, or 1 for a sliding log)
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
 -- delay_ns, window start in us (fixed_window, sliding_window_counter; else 0)}.
@@ -301,7 +302,10 @@ end
 -- that several give-backs on one bucket compose. oldtail, for a
 -- leaky_bucket limit, is the tail token to restore when this request is
 -- still the tail. Counters are given back only while their window is
--- still the one the decision counted in (p.start), unless inscript: then
+-- still the one the decision counted in (p.start), and a token_bucket's
+-- TAT or a leaky_bucket's next departure only while it is still the one
+-- the decision wrote (p.start): after a later request's take, moving it
+-- back would hand that request's place to a third. Unless inscript: then
 -- the step's write is known to be the latest.
 local function takeback(i, at, oldtail, inscript)
   local p, k = param(i), KEYS[i]
@@ -312,6 +316,9 @@ local function takeback(i, at, oldtail, inscript)
   local v = nums(redis.call('GET', k))
   if v[1] == nil then return end
   local a = tonumber(v[1])
+  if (p.alg == 1 or p.alg == 2) and not inscript and a ~= p.start then
+    return
+  end
   if p.alg == 1 then
     v[1] = fmt(a - p.t)
   elseif p.alg == 2 then
