@@ -43,6 +43,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 	if len(reqs) == 0 {
 		return nil
 	}
+	began := time.Now()
 	c := s.client.Load()
 	if c == nil || s.br.open.Load() {
 		return s.degraded(ctx, now, reqs, out)
@@ -63,7 +64,26 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		return s.degraded(ctx, now, reqs, out)
 	}
 	s.br.succeeded()
+	if !s.o.CallerTime {
+		s.afterRoundTrip(now, time.Since(began), out)
+	}
 	return nil
+}
+
+// afterRoundTrip times queued departures from the reply rather than from
+// now. On the server's clock the script scheduled the departure at its own
+// time plus Delay, and its time lies somewhere in the round trip; counting
+// Delay from now, before the round trip, would let the request leave up to
+// a round trip early, closer than the interval to the one ahead of it.
+// Counted from the reply it leaves at, or just after, its slot. Delay then
+// includes the round trip, so Departure is still now + Delay.
+func (s *Store) afterRoundTrip(now time.Time, trip time.Duration, out []ratelimit.Decision) {
+	for i := range out {
+		if out[i].Delay > 0 {
+			out[i].Delay += trip
+			out[i].Departure = now.Add(out[i].Delay)
+		}
+	}
 }
 
 // Peek implements ratelimit.Store: one script that takes nothing. While Redis is

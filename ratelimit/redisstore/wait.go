@@ -48,13 +48,17 @@ func (s *Store) giveBack(r ratelimit.Request, d ratelimit.Decision) {
 	if c == nil || s.br.open.Load() {
 		return
 	}
+	// The tail token holds the decision's time and the delay the script
+	// gave, which is Reset less one interval: Delay may also hold the
+	// round trip (see afterRoundTrip).
 	decided := d.Departure.Add(-d.Delay)
+	scheduled := d.Reset - r.Policy.Interval()
 	dep := ""
 	if s.o.CallerTime {
 		dep = strconv.FormatInt(d.Departure.UnixMicro(), 10)
 	}
 	args := []string{
-		s.tailToken(decided) + ":" + strconv.FormatInt(int64(d.Delay/time.Microsecond), 10),
+		s.tailToken(decided) + ":" + strconv.FormatInt(int64(scheduled/time.Microsecond), 10),
 		strconv.FormatInt(micros(r.Policy.Interval()), 10),
 		dep,
 	}

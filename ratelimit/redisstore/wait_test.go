@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,7 +40,10 @@ func TestWaitGiveBackOnServerTime(t *testing.T) {
 			t.Fatalf("Wait: got %v, want context.Canceled", err)
 		}
 	}
-	near := func(got, want time.Duration) bool { return got > want-20*time.Millisecond && got <= want }
+	// Delays count from before the round trip and include it.
+	near := func(got, want time.Duration) bool {
+		return got > want-20*time.Millisecond && got <= want+10*time.Millisecond
+	}
 
 	decide(a)       // leaves at once
 	d2 := decide(b) // ~100ms
@@ -67,5 +72,58 @@ func TestWaitGiveBackOnServerTime(t *testing.T) {
 	}
 	if time.Now().Before(d3.Departure) {
 		t.Errorf("Wait returned %v after start, before the departure %v", time.Since(start), d3.Departure.Sub(start))
+	}
+}
+
+// TestDepartureAfterRoundTrip holds the server for 150ms while a queued
+// request is decided: the script schedules it one interval after the
+// request ahead, on the server's clock, and the request must not leave
+// before that however long the round trip took.
+func TestDepartureAfterRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	const interval = 200 * time.Millisecond
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "trip", Algorithm: ratelimit.LeakyBucket, Limit: 5, Window: time.Second, Queue: 3})
+	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
+	out := make([]ratelimit.Decision, 1)
+	before := time.Now()
+	if err := s.Decide(context.Background(), before, reqs, out); err != nil || !out[0].Allowed || out[0].Delay != 0 {
+		t.Fatalf("first request: got %+v, %v; want allowed to leave at once", out[0], err)
+	}
+	srv.Pause()
+	resumed := make(chan struct{})
+	go func() {
+		defer close(resumed)
+		time.Sleep(150 * time.Millisecond)
+		srv.Resume()
+	}()
+	err := s.Decide(context.Background(), time.Now(), reqs, out)
+	<-resumed
+	if err != nil || !out[0].Allowed || out[0].Delay == 0 {
+		t.Fatalf("second request: got %+v, %v; want queued", out[0], err)
+	}
+	// The first left no earlier than before; the second's slot is one
+	// interval after it.
+	if got := out[0].Departure.Sub(before); got < interval-time.Millisecond {
+		t.Errorf("second request leaves %v after the first was decided, want at least %v", got, interval)
+	}
+	// Delay holds the round trip, and the request, the tail, still finds
+	// its slot to give back when it gives up.
+	next := func() int64 {
+		v, _, _ := strings.Cut(srv.Do("GET", Key(s.prefix, reqs[0])), " ")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("reading the bucket: %v", err)
+		}
+		return n
+	}
+	held := next()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Wait(cancelled, reqs[0], out[0]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait: got %v, want context.Canceled", err)
+	}
+	if got, want := next(), held-interval.Microseconds(); got != want {
+		t.Errorf("next departure after the tail gave up: got %d, want %d (one interval back)", got, want)
 	}
 }
