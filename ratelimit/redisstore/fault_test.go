@@ -98,7 +98,7 @@ func TestFaultKilledAndRestarted(t *testing.T) {
 		t.Fatalf("redis back: shared decisions after %v (ok %v), want within 2s", took, ok)
 	}
 	t.Logf("redis back: shared decisions after %v", took)
-	if got := srv.Do("EXISTS", Key("sluice:", reqs[0])); got != "1" {
+	if got := srv.Do("EXISTS", Key(s.prefix, reqs[0])); got != "1" {
 		t.Errorf("redis back: bucket key exists %s, want 1", got)
 	}
 }

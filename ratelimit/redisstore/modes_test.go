@@ -63,7 +63,7 @@ func TestStartsWithoutRedis(t *testing.T) {
 		t.Fatalf("redis up: healthy after %v (ok %v), want within 2s", took, ok)
 	}
 	decideTimed(t, s, reqs)
-	if got := srv.Do("EXISTS", Key("sluice:", reqs[0])); got != "1" {
+	if got := srv.Do("EXISTS", Key(s.prefix, reqs[0])); got != "1" {
 		t.Errorf("after connecting: bucket key exists %s, want 1", got)
 	}
 }

@@ -61,7 +61,8 @@ type Options struct {
 	SentinelUsername, SentinelPassword string
 	// DB is the database number (standalone and sentinel).
 	DB int
-	// KeyPrefix starts every key. Default "sluice:".
+	// KeyPrefix starts every key, exactly as given: "" writes keys with no
+	// prefix at all. Configurations default it to DefaultKeyPrefix.
 	KeyPrefix string
 	// Timeout bounds each decision's Redis round trips. Default 50ms.
 	Timeout time.Duration
@@ -81,6 +82,9 @@ type Options struct {
 	// must be safe for concurrent use.
 	Observe func(d time.Duration, err error)
 }
+
+// DefaultKeyPrefix is the key_prefix of a configuration that sets none.
+const DefaultKeyPrefix = "sluice:"
 
 // CallerTimeSlack is added to every key TTL when Options.CallerTime is set.
 const CallerTimeSlack = 5 * time.Minute
@@ -114,9 +118,6 @@ var _ ratelimit.Store = (*Store)(nil)
 func New(ctx context.Context, o Options) (*Store, error) {
 	if o.Mode == "" {
 		o.Mode = Standalone
-	}
-	if o.KeyPrefix == "" {
-		o.KeyPrefix = "sluice:"
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 50 * time.Millisecond

@@ -69,6 +69,21 @@ func TestKeysPrefixedAndExpiring(t *testing.T) {
 	}
 }
 
+// TestEmptyKeyPrefix checks that an empty key_prefix means no prefix, not
+// the default one: the keys are the bucket's alone.
+func TestEmptyKeyPrefix(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, KeyPrefix: ""})
+	r := ratelimit.Request{Policy: policyOf(t, "bare", ratelimit.FixedWindow, 5, time.Minute), Key: "abc"}
+	out := make([]ratelimit.Decision, 1)
+	if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{r}, out); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := srv.Do("KEYS", "*"), Key("", r); got != want || !strings.HasPrefix(got, "{bare|abc}:") {
+		t.Errorf("got keys %q, want only %q", got, want)
+	}
+}
+
 // TestOneRoundTripPerRequest counts script calls through Observe and the
 // server's own command statistics: a request with three limits costs one.
 func TestOneRoundTripPerRequest(t *testing.T) {
@@ -202,7 +217,7 @@ func TestSlidingLogKeysExpire(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	k := Key("sluice:", r)
+	k := Key(s.prefix, r)
 	for _, key := range []string{k, k + ":s"} {
 		ttl, err := strconv.Atoi(srv.Do("PTTL", key))
 		if err != nil {
