@@ -64,10 +64,27 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		return s.degraded(ctx, now, reqs, out)
 	}
 	s.br.succeeded()
+	trip := time.Duration(0)
 	if !s.o.CallerTime {
-		s.afterRoundTrip(now, time.Since(began), out)
+		trip = time.Since(began)
+		s.afterRoundTrip(now, trip, out)
+	}
+	if s.o.OnError == OnErrorLocal {
+		s.recordHandover(now, trip, reqs, out)
 	}
 	return nil
+}
+
+// recordHandover remembers where Redis's schedule of each leaky_bucket
+// limit stands after this request: Reset is how long until its next free
+// departure, counted from the script's time, which lies within the round
+// trip (so the time noted is at most a round trip late, never early).
+func (s *Store) recordHandover(now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
+	for i, r := range reqs {
+		if r.Policy.Algorithm == ratelimit.LeakyBucket && out[i].Allowed {
+			s.handover.record(Key(s.prefix, r), now.Add(trip+out[i].Reset), now)
+		}
+	}
 }
 
 // afterRoundTrip times queued departures from the reply rather than from
@@ -208,6 +225,16 @@ func (s *Store) degraded(ctx context.Context, now time.Time, reqs []ratelimit.Re
 			out[i] = ratelimit.Decision{Limit: r.Policy.Limit, RetryAfter: time.Second, Reset: time.Second}
 		}
 		return nil
+	}
+	if h, ok := s.fallback.(departureHolder); ok {
+		for _, r := range reqs {
+			if r.Policy.Algorithm != ratelimit.LeakyBucket {
+				continue
+			}
+			if next, ok := s.handover.take(Key(s.prefix, r), now); ok {
+				h.HoldDepartures(r, next)
+			}
+		}
 	}
 	return s.fallback.Decide(ctx, now, reqs, out)
 }

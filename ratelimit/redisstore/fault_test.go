@@ -196,3 +196,37 @@ func TestOptionsInvalid(t *testing.T) {
 		})
 	}
 }
+
+// TestFallbackTakesOverTheQueue queues requests on Redis, kills it, and
+// decides the next on the local fallback: it must leave one interval after
+// the last Redis scheduled, not at once beside the requests still
+// leaving, which would double the bucket's outflow.
+func TestFallbackTakesOverTheQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	fallback := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
+	defer fallback.Close()
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout, Fallback: fallback})
+	const interval = 100 * time.Millisecond
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "handover", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: time.Second, Queue: 5})
+	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
+	var last ratelimit.Decision
+	for i := range 3 {
+		d, _ := decideTimed(t, s, reqs)
+		if !d[0].Allowed || (i > 0) != (d[0].Delay > 0) {
+			t.Fatalf("request %d on Redis: got %+v, want admitted, queued after the first", i+1, d[0])
+		}
+		last = d[0]
+	}
+	srv.Kill()
+	d, _ := decideTimed(t, s, reqs)
+	if s.Healthy() {
+		t.Fatal("Redis killed: got healthy, want the fallback deciding")
+	}
+	if !d[0].Allowed {
+		t.Fatalf("request 4 on the fallback: got rejected (%+v), want queued behind Redis's", d[0])
+	}
+	if want := last.Departure.Add(interval); d[0].Delay == 0 || d[0].Departure.Before(want) {
+		t.Errorf("request 4 on the fallback: got Delay %v, departure %v; want to leave at or after %v, one interval after the last Redis scheduled",
+			d[0].Delay, d[0].Departure.Format(time.StampMicro), want.Format(time.StampMicro))
+	}
+}

@@ -70,7 +70,10 @@ type Options struct {
 	// open: "local" (default), "allow" or "deny".
 	OnError string
 	// Fallback decides when OnError is "local". When nil, New creates a
-	// MemoryStore that Close stops.
+	// MemoryStore that Close stops. A Fallback with a HoldDepartures
+	// method, as MemoryStore has, takes a leaky_bucket over where Redis's
+	// schedule stood, so the requests Redis scheduled leave before the
+	// first the fallback admits.
 	Fallback ratelimit.Store
 	// CallerTime makes decisions use the now passed to Decide instead of the
 	// Redis server's TIME; for tests with virtual clocks (the conformance
@@ -101,6 +104,7 @@ type Store struct {
 	cluster  bool
 	fallback ratelimit.Store
 	ownsFall bool
+	handover handover // Redis's leaky_bucket schedules, for the fallback
 
 	br breaker
 
