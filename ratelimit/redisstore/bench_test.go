@@ -18,7 +18,7 @@ import (
 
 // benchPolicy admits everything, so every decision writes.
 func benchPolicy(t testing.TB) *ratelimit.Policy {
-	return policyOf(t, "bench", ratelimit.TokenBucket, 1_000_000_000, time.Minute)
+	return policyOf(t, "bench", ratelimit.TokenBucket, 1_000_000_000, 1000*time.Minute)
 }
 
 func BenchmarkDecide(b *testing.B) {
