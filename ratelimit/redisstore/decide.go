@@ -49,6 +49,9 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		return s.degraded(ctx, now, reqs, out)
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	if s.o.OnError == OnErrorLocal && s.handover.local.pending.Load() {
+		s.handBack(tctx, *c, now, reqs)
+	}
 	var err error
 	if s.cluster && len(reqs) > 1 {
 		err = s.decideCluster(tctx, *c, now, reqs, out)
@@ -70,21 +73,9 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		s.afterRoundTrip(now, trip, out)
 	}
 	if s.o.OnError == OnErrorLocal {
-		s.recordHandover(now, trip, reqs, out)
+		s.handover.redis.recordSchedules(s.prefix, now, trip, reqs, out)
 	}
 	return nil
-}
-
-// recordHandover remembers where Redis's schedule of each leaky_bucket
-// limit stands after this request: Reset is how long until its next free
-// departure, counted from the script's time, which lies within the round
-// trip (so the time noted is at most a round trip late, never early).
-func (s *Store) recordHandover(now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
-	for i, r := range reqs {
-		if r.Policy.Algorithm == ratelimit.LeakyBucket && out[i].Allowed {
-			s.handover.record(Key(s.prefix, r), now.Add(trip+out[i].Reset), now)
-		}
-	}
 }
 
 // afterRoundTrip times queued departures from the reply rather than from
@@ -226,17 +217,12 @@ func (s *Store) degraded(ctx context.Context, now time.Time, reqs []ratelimit.Re
 		}
 		return nil
 	}
-	if h, ok := s.fallback.(departureHolder); ok {
-		for _, r := range reqs {
-			if r.Policy.Algorithm != ratelimit.LeakyBucket {
-				continue
-			}
-			if next, ok := s.handover.take(Key(s.prefix, r), now); ok {
-				h.HoldDepartures(r, next)
-			}
-		}
+	s.handOver(now, reqs)
+	if err := s.fallback.Decide(ctx, now, reqs, out); err != nil {
+		return err
 	}
-	return s.fallback.Decide(ctx, now, reqs, out)
+	s.handover.local.recordSchedules(s.prefix, now, 0, reqs, out)
+	return nil
 }
 
 func (s *Store) peekDegraded(ctx context.Context, now time.Time, r ratelimit.Request, cause error) (ratelimit.Decision, error) {

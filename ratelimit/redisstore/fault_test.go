@@ -230,3 +230,44 @@ func TestFallbackTakesOverTheQueue(t *testing.T) {
 			d[0].Delay, d[0].Departure.Format(time.StampMicro), want.Format(time.StampMicro))
 	}
 }
+
+// TestRedisTakesTheQueueBack queues requests on the local fallback while
+// Redis is away, brings Redis back and decides on it again: the first
+// request Redis schedules must leave one interval after the last the
+// fallback queued, not beside the fallback's requests still leaving.
+func TestRedisTakesTheQueueBack(t *testing.T) {
+	srv := redistest.Start(t)
+	fallback := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
+	defer fallback.Close()
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout, Fallback: fallback})
+	const interval = 200 * time.Millisecond
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "handback", Algorithm: ratelimit.LeakyBucket, Limit: 5, Window: time.Second, Queue: 10})
+	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
+	srv.Kill()
+	var last ratelimit.Decision
+	for i := range 4 {
+		d, _ := decideTimed(t, s, reqs)
+		if !d[0].Allowed {
+			t.Fatalf("request %d on the fallback: got rejected (%+v), want queued", i+1, d[0])
+		}
+		last = d[0]
+	}
+	if s.Healthy() {
+		t.Fatal("Redis killed: got healthy, want the fallback deciding")
+	}
+	srv.Restart()
+	if _, ok := waitFor(3*time.Second, func() bool { return s.Healthy() && !s.br.open.Load() }); !ok {
+		t.Fatalf("Redis back for 3s: still unhealthy: %v", s.LastError())
+	}
+	d, _ := decideTimed(t, s, reqs)
+	if srv.Do("EXISTS", Key(s.prefix, reqs[0])) != "1" {
+		t.Fatal("first request back: not decided on Redis")
+	}
+	if !d[0].Allowed {
+		t.Fatalf("first request back on Redis: got rejected (%+v), want queued behind the fallback's", d[0])
+	}
+	if want := last.Departure.Add(interval); d[0].Delay == 0 || d[0].Departure.Before(want) {
+		t.Errorf("first request back on Redis: got Delay %v, departure %v; want to leave at or after %v, one interval after the last the fallback queued",
+			d[0].Delay, d[0].Departure.Format(time.StampMicro), want.Format(time.StampMicro))
+	}
+}

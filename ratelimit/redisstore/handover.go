@@ -1,11 +1,22 @@
 package redisstore
 
 import (
+	"context"
+	_ "embed"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/ratelimit"
 )
+
+//go:embed hold.lua
+var holdSource string
+
+var holdScript = rueidis.NewLuaScript(holdSource)
 
 // departureHolder is a Fallback that can be told the departures Redis
 // scheduled (ratelimit.MemoryStore is one).
@@ -13,59 +24,134 @@ type departureHolder interface {
 	HoldDepartures(r ratelimit.Request, next time.Time)
 }
 
-// maxHandover bounds the leaky_bucket buckets whose Redis schedule a store
-// remembers for its fallback.
-const maxHandover = 1 << 16
-
-// handover remembers, per leaky_bucket bucket this store decided on
-// Redis, the next departure Redis had free after the store's latest
-// request: when Redis fails, the fallback takes over from there instead of
-// from an empty schedule while the requests Redis scheduled still leave.
-// Entries go once that time has passed. It is safe for concurrent use; the
-// zero value is ready.
+// handover keeps a leaky_bucket's outflow single when decisions move
+// between Redis and the local fallback. While Redis decides, it remembers
+// per bucket the next departure Redis had free after this store's latest
+// request; when Redis fails, the fallback starts the bucket's schedule
+// there, instead of from an empty one while the requests Redis scheduled
+// still leave. While the fallback decides, it remembers the fallback's
+// next free departure; on the first decision back on Redis, Redis's
+// schedule of the bucket is held until then (Store.handBack). The zero
+// value is ready; it is safe for concurrent use.
 type handover struct {
-	mu    sync.Mutex
-	next  map[string]int64 // bucket key -> Unix ns on the caller's clock
-	swept time.Time        // when a full map was last swept
+	redis schedules // on Redis, for the fallback
+	local schedules // on the fallback, for Redis
 }
 
-// record notes that Redis schedules the bucket key's next departure no
-// earlier than next.
-func (h *handover) record(key string, next, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.next == nil {
-		h.next = make(map[string]int64)
-	}
-	if _, ok := h.next[key]; !ok && len(h.next) >= maxHandover {
-		// Full: drop what has passed, at most once a second; a bucket
-		// that finds no room is not handed over.
-		if now.Sub(h.swept) < time.Second {
-			return
-		}
-		h.swept = now
-		t := now.UnixNano()
-		for k, n := range h.next {
-			if n <= t {
-				delete(h.next, k)
-			}
-		}
-		if len(h.next) >= maxHandover {
-			return
-		}
-	}
-	h.next[key] = max(h.next[key], next.UnixNano())
+// maxSchedules bounds the buckets a schedules remembers.
+const maxSchedules = 1 << 16
+
+// schedules maps bucket keys to a next free departure (Unix ns on the
+// caller's clock). An entry is of use only until its time, and goes at the
+// latest when a full map is swept. The zero value is ready.
+type schedules struct {
+	mu      sync.Mutex
+	next    map[string]int64
+	swept   time.Time   // when the map was last swept
+	pending atomic.Bool // the map is not empty
 }
 
-// take returns and forgets the bucket key's next departure on Redis when
-// it is still ahead of now.
-func (h *handover) take(key string, now time.Time) (time.Time, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n, ok := h.next[key]
-	if !ok {
+// record notes that the bucket key's schedule is busy until next.
+func (m *schedules) record(key string, next, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.next == nil {
+		m.next = make(map[string]int64)
+	}
+	if _, ok := m.next[key]; !ok && len(m.next) >= maxSchedules {
+		// Full: a bucket that finds no room is not handed over.
+		if m.sweepLocked(now); len(m.next) >= maxSchedules {
+			return
+		}
+	}
+	m.next[key] = max(m.next[key], next.UnixNano())
+	m.pending.Store(true)
+}
+
+// take returns and forgets the bucket key's busy-until time when it is
+// still ahead of now.
+func (m *schedules) take(key string, now time.Time) (time.Time, bool) {
+	if !m.pending.Load() {
 		return time.Time{}, false
 	}
-	delete(h.next, key)
-	return time.Unix(0, n), n > now.UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n, ok := m.next[key]
+	if ok {
+		delete(m.next, key)
+	}
+	// Entries never taken would keep pending set, and every decision
+	// coming here, long after they passed.
+	m.sweepLocked(now)
+	m.pending.Store(len(m.next) > 0)
+	return time.Unix(0, n), ok && n > now.UnixNano()
+}
+
+// sweepLocked drops the entries that have passed, at most once a second.
+func (m *schedules) sweepLocked(now time.Time) {
+	if now.Sub(m.swept) < time.Second {
+		return
+	}
+	m.swept = now
+	t := now.UnixNano()
+	for k, n := range m.next {
+		if n <= t {
+			delete(m.next, k)
+		}
+	}
+}
+
+// handOver starts the fallback's schedule of each leaky_bucket limit in
+// reqs where Redis's stood, before the fallback decides reqs.
+func (s *Store) handOver(now time.Time, reqs []ratelimit.Request) {
+	h, ok := s.fallback.(departureHolder)
+	if !ok || !s.handover.redis.pending.Load() {
+		return
+	}
+	for _, r := range reqs {
+		if r.Policy.Algorithm != ratelimit.LeakyBucket {
+			continue
+		}
+		if next, ok := s.handover.redis.take(Key(s.prefix, r), now); ok {
+			h.HoldDepartures(r, next)
+		}
+	}
+}
+
+// handBack holds Redis's schedule of every leaky_bucket limit in reqs that
+// the fallback decided on while Redis was away, until the fallback's own
+// queue for it has left: one small script per such bucket, once, on the
+// first decision back on Redis. Without it the shared schedule would start
+// beside the requests the fallback still holds. A failure only loses the
+// hold.
+func (s *Store) handBack(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request) {
+	for _, r := range reqs {
+		if r.Policy.Algorithm != ratelimit.LeakyBucket {
+			continue
+		}
+		key := Key(s.prefix, r)
+		next, ok := s.handover.local.take(key, now)
+		if !ok {
+			continue
+		}
+		at := ""
+		if s.o.CallerTime {
+			at = strconv.FormatInt(now.UnixMicro(), 10)
+		}
+		start := time.Now()
+		err := holdScript.Exec(ctx, c, []string{key}, []string{at, strconv.FormatInt(micros(next.Sub(now)), 10), s.slack}).Error()
+		s.observe(start, err)
+	}
+}
+
+// recordSchedules notes where each leaky_bucket limit's schedule stands
+// after a decision: Reset is how long until its next free departure. On
+// Redis it counts from the script's time, which lies within the round
+// trip, so the time noted is at most a round trip late, never early.
+func (m *schedules) recordSchedules(prefix string, now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
+	for i, r := range reqs {
+		if r.Policy.Algorithm == ratelimit.LeakyBucket && out[i].Allowed && out[i].Reset > 0 {
+			m.record(Key(prefix, r), now.Add(trip+out[i].Reset), now)
+		}
+	}
 }
