@@ -30,3 +30,30 @@ func TestSystemClockKeepsMonotonicReading(t *testing.T) {
 		t.Errorf("time.Since(Now()) = %v, want a moment", d)
 	}
 }
+
+// BenchmarkClockNow compares the decision clock with time.Now, which the
+// gateway called before.
+func BenchmarkClockNow(b *testing.B) {
+	b.Run("time.Now", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = time.Now()
+		}
+	})
+	b.Run("Clock.Now", func(b *testing.B) {
+		b.ReportAllocs()
+		c := SystemClock()
+		for b.Loop() {
+			_ = c.Now()
+		}
+	})
+	b.Run("Clock.Now/parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		c := SystemClock()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				_ = c.Now()
+			}
+		})
+	})
+}
