@@ -64,6 +64,38 @@ routes:
 	}
 }
 
+// TestValidateRefusesWhatCannotBeCounted runs validate on policies whose
+// arithmetic overflowed (and then rejected every request) or that a store
+// would round: each is a problem at its field.
+func TestValidateRefusesWhatCannotBeCounted(t *testing.T) {
+	t.Parallel()
+	const path = "../routes/testdata/bad_spans.yaml"
+	cmd := exec.Command(binary, "validate", "-config", path)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("exit: got %v, want exit status 1", err)
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	want := []string{
+		path + ":6:12: policies.daily-shaping.queue: ",
+		path + ":12:12: policies.yearly.burst: ",
+		path + ":16:12: policies.too-fast.limit: ",
+		path + ":24:15: policies.no-wait.max_wait: ",
+		path + ":30:12: policies.no-burst.burst: ",
+		path + ":41:54: routes[0].limits[5].window: ",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), stderr.String())
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("line %d: got %q, want prefix %q", i, lines[i], want[i])
+		}
+	}
+}
+
 func TestRoutingAndForwarding(t *testing.T) {
 	t.Parallel()
 	api, other := newUpstream(t), newUpstream(t)
