@@ -23,10 +23,6 @@ import (
 	"github.com/sluicehq/sluice/routes"
 )
 
-// maxKeyBody is how much of a request body sluice reads to find json: key
-// values; a larger body gives those sources an empty value.
-const maxKeyBody = 64 << 10
-
 // exchange is what one request learns on its way through, for the upstream
 // rewrite and the access log.
 type exchange struct {
@@ -242,18 +238,18 @@ func hasDotSegment(path string) bool {
 	return false
 }
 
-// readKeyBody reads up to maxKeyBody bytes of r's body for json: key
+// readKeyBody reads up to routes.MaxKeyBody bytes of r's body for json: key
 // sources and puts back a body that yields the same bytes to the upstream.
 func readKeyBody(r *http.Request) *routes.Body {
 	if r.Body == nil || r.Body == http.NoBody {
 		return routes.NewBody(nil)
 	}
-	if r.ContentLength > maxKeyBody {
+	if r.ContentLength > routes.MaxKeyBody {
 		return routes.NewBody(nil)
 	}
 	orig := r.Body
-	buf, err := io.ReadAll(io.LimitReader(orig, maxKeyBody+1))
-	if len(buf) > maxKeyBody || err != nil {
+	buf, err := io.ReadAll(io.LimitReader(orig, routes.MaxKeyBody+1))
+	if len(buf) > routes.MaxKeyBody || err != nil {
 		r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), orig), orig: orig}
 		return routes.NewBody(nil)
 	}

@@ -8,9 +8,10 @@ import (
 	"sync"
 )
 
-// MaxBodyBytes is the largest request body json: key sources look into. A
-// larger body gives those sources an empty value.
-const MaxBodyBytes = 64 << 10
+// MaxKeyBody is the largest request body in bytes that json: key sources
+// look into; the gateway reads no more than this before deciding. A larger
+// body gives those sources an empty value.
+const MaxKeyBody = 64 << 10
 
 // Body is a request body read for json: key sources. It parses the JSON at
 // most once, on first use, so a route with several json: sources pays for
@@ -24,14 +25,14 @@ type Body struct {
 }
 
 // NewBody wraps raw, which the caller must not modify afterwards. A body
-// larger than MaxBodyBytes, or not a single JSON value, yields empty values.
+// larger than MaxKeyBody, or not a single JSON value, yields empty values.
 func NewBody(raw []byte) *Body { return &Body{raw: raw} }
 
 // Bytes returns the body as it was read.
 func (b *Body) Bytes() []byte { return b.raw }
 
 func (b *Body) parse() {
-	if len(b.raw) > MaxBodyBytes {
+	if len(b.raw) > MaxKeyBody {
 		return
 	}
 	dec := json.NewDecoder(bytes.NewReader(b.raw))

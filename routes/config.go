@@ -31,6 +31,16 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	// ShutdownTimeout is how long SIGTERM lets requests drain. Default 15s.
 	ShutdownTimeout time.Duration
+	// ClientHeaderTimeout bounds reading a request's headers (and a TLS
+	// handshake), and reading the part of a body that json: keys look at
+	// before the limits decide. Default 10s.
+	ClientHeaderTimeout time.Duration
+	// ClientBodyTimeout bounds the pause between two reads of a request
+	// body; a client silent for longer gets 408. Default 30s.
+	ClientBodyTimeout time.Duration
+	// KeepaliveTimeout is how long an idle keep-alive connection waits for
+	// its next request before it is closed. Default 120s.
+	KeepaliveTimeout time.Duration
 	// TLS configures the HTTPS listener; nil when the section is absent.
 	TLS *TLS
 	// Store says where limiter state lives.
@@ -195,11 +205,15 @@ func (d *decoder) document(data []byte) *yaml.Node {
 }
 
 func (d *decoder) config(root *yaml.Node, dir string) *Config {
-	m := d.fields(root, "", "listen", "admin", "trusted_proxies", "shutdown_timeout", "tls", "store", "policies", "routes", "log")
+	m := d.fields(root, "", "listen", "admin", "trusted_proxies", "shutdown_timeout",
+		"client_header_timeout", "client_body_timeout", "keepalive_timeout", "tls", "store", "policies", "routes", "log")
 	c := &Config{
-		Listen:          d.address(d.str(m, "listen", ""), "listen").or(":8080"),
-		Admin:           "127.0.0.1:9091",
-		ShutdownTimeout: d.positive(d.duration(m, "shutdown_timeout", ""), "shutdown_timeout").or(15 * time.Second),
+		Listen:              d.address(d.str(m, "listen", ""), "listen").or(":8080"),
+		Admin:               "127.0.0.1:9091",
+		ShutdownTimeout:     d.positive(d.duration(m, "shutdown_timeout", ""), "shutdown_timeout").or(15 * time.Second),
+		ClientHeaderTimeout: d.positive(d.duration(m, "client_header_timeout", ""), "client_header_timeout").or(10 * time.Second),
+		ClientBodyTimeout:   d.positive(d.duration(m, "client_body_timeout", ""), "client_body_timeout").or(30 * time.Second),
+		KeepaliveTimeout:    d.positive(d.duration(m, "keepalive_timeout", ""), "keepalive_timeout").or(120 * time.Second),
 	}
 	if a := d.str(m, "admin", ""); a.set {
 		c.Admin = a.v

@@ -33,6 +33,9 @@ testdata/bad_address.yaml:4:11: tls.listen: invalid port in ":https": want a num
 	{"bad_burst.yaml", `testdata/bad_burst.yaml:6:12: policies.per-ip.burst: only token_bucket has a burst
 testdata/bad_burst.yaml:12:15: policies.per-key.max_wait: only leaky_bucket has a max_wait
 testdata/bad_burst.yaml:18:12: policies.shaped.queue: only leaky_bucket has a queue`},
+	{"bad_client_timeouts.yaml", `testdata/bad_client_timeouts.yaml:1:24: client_header_timeout: must be > 0
+testdata/bad_client_timeouts.yaml:2:22: client_body_timeout: invalid duration "10" (want a number and a unit, like 500ms, 1m or 1h)
+testdata/bad_client_timeouts.yaml:3:20: keepalive_timeout: must be > 0`},
 	{"bad_cidr.yaml", `testdata/bad_cidr.yaml:3:5: trusted_proxies[1]: invalid CIDR "10.0.0.0/33": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
 testdata/bad_cidr.yaml:4:5: trusted_proxies[2]: invalid CIDR "192.168.1.1/16": host bits are set (did you mean 192.168.0.0/16?)
 testdata/bad_cidr.yaml:5:5: trusted_proxies[3]: invalid CIDR "not-an-ip": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7`},
@@ -53,6 +56,12 @@ testdata/bad_match.yaml:7:7: routes[0].match.path_prefix: set path or path_prefi
 testdata/bad_match.yaml:8:17: routes[0].match.methods[0]: invalid method "GE T"
 testdata/bad_match.yaml:9:17: routes[0].match.headers.Host: match the host with match.host
 testdata/bad_match.yaml:9:46: routes[0].match.headers.x-a: header X-A is listed twice`},
+	{"bad_max_body.yaml", `testdata/bad_max_body.yaml:4:15: routes[0].max_body: invalid size "10MB/s" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)
+testdata/bad_max_body.yaml:7:15: routes[1].max_body: must be > 0 (leave it out for no limit)
+testdata/bad_max_body.yaml:10:15: routes[2].max_body: size "1.5B" is not a whole number of bytes
+testdata/bad_max_body.yaml:13:15: routes[3].max_body: size "9000000000GiB" is too large
+testdata/bad_max_body.yaml:16:15: routes[4].max_body: invalid size "-5" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)
+testdata/bad_max_body.yaml:19:15: routes[5].max_body: must be a single value, not a list`},
 	{"bad_min_version.yaml", `testdata/bad_min_version.yaml:2:16: tls.min_version: unknown TLS version "1.4" (want 1.0, 1.1, 1.2 or 1.3)`},
 	{"bad_missing_cert.yaml", `testdata/bad_missing_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate certs/api.pem: open testdata/certs/api.pem: no such file or directory
 testdata/bad_missing_cert.yaml:4:17: tls.certificates[0].key_file: loading key certs/api-key.pem: open testdata/certs/api-key.pem: no such file or directory`},

@@ -48,6 +48,9 @@ func TestDefaults(t *testing.T) {
 		{"Admin", c.Admin, "127.0.0.1:9091"},
 		{"TrustedProxies", len(c.TrustedProxies), 0},
 		{"ShutdownTimeout", c.ShutdownTimeout, 15 * time.Second},
+		{"ClientHeaderTimeout", c.ClientHeaderTimeout, 10 * time.Second},
+		{"ClientBodyTimeout", c.ClientBodyTimeout, 30 * time.Second},
+		{"KeepaliveTimeout", c.KeepaliveTimeout, 120 * time.Second},
 		{"TLS", c.TLS == nil, true},
 		{"Store.Type", c.Store.Type, "memory"},
 		{"Store.Memory.MaxKeys", c.Store.Memory.MaxKeys, 1_000_000},
@@ -64,6 +67,7 @@ func TestDefaults(t *testing.T) {
 		{"Route.Timeout", c.Table.Routes[0].Timeout, 30 * time.Second},
 		{"Route.Upstreams", c.Table.Routes[0].Upstreams[0].String(), "http://127.0.0.1:9000"},
 		{"Route.ReadsBody", c.Table.Routes[0].ReadsBody, false},
+		{"Route.MaxBody", c.Table.Routes[0].MaxBody, int64(0)},
 	}
 	for _, ch := range checks {
 		if !reflect.DeepEqual(ch.got, ch.want) {
@@ -102,6 +106,9 @@ func TestTopLevelFields(t *testing.T) {
 	c := mustParse(t, `
 listen: 127.0.0.1:0
 shutdown_timeout: 2s
+client_header_timeout: 3s
+client_body_timeout: 4s
+keepalive_timeout: 5s
 trusted_proxies: [10.0.0.0/8, 192.0.2.7, "2001:db8::/32", "::1"]
 log: {access_log: false, log_keys: true}
 store:
@@ -131,6 +138,8 @@ store:
 		t.Errorf("got listen %q, want 127.0.0.1:0", c.Listen)
 	case c.ShutdownTimeout != 2*time.Second:
 		t.Errorf("got shutdown_timeout %v, want 2s", c.ShutdownTimeout)
+	case c.ClientHeaderTimeout != 3*time.Second || c.ClientBodyTimeout != 4*time.Second || c.KeepaliveTimeout != 5*time.Second:
+		t.Errorf("got client timeouts %v, %v, %v, want 3s, 4s, 5s", c.ClientHeaderTimeout, c.ClientBodyTimeout, c.KeepaliveTimeout)
 	case !slices.Equal(c.TrustedProxies, wantPrefixes):
 		t.Errorf("got trusted_proxies %v, want %v", c.TrustedProxies, wantPrefixes)
 	case c.Log != Log{AccessLog: false, LogKeys: true}:

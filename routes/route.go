@@ -42,13 +42,17 @@ type Route struct {
 	Upstreams []*url.URL
 	// StripPrefix is removed from the request path before forwarding.
 	StripPrefix string
-	// Timeout bounds the wait for the upstream's response headers.
-	// Default 30s.
+	// Timeout bounds the wait for the upstream's response headers, counted
+	// from the end of the request body (the time the upstream spends, not
+	// the client's upload). Default 30s.
 	Timeout time.Duration
+	// MaxBody is the largest request body in bytes the route forwards; 0
+	// means no limit.
+	MaxBody int64
 	// Limits are the route's limits in route order.
 	Limits []*Limit
 	// ReadsBody reports whether some limit's key has a json: source, so
-	// the body must be read (up to MaxBodyBytes) before deciding.
+	// the body must be read (up to MaxKeyBody) before deciding.
 	ReadsBody bool
 
 	host       string // lower case; "" matches any host
@@ -141,7 +145,7 @@ func (d *decoder) routes(n *yaml.Node, path string, named map[string]*policyDef,
 	return t
 }
 
-var routeFields = []string{"name", "match", "upstream", "upstreams", "strip_prefix", "timeout", "limits"}
+var routeFields = []string{"name", "match", "upstream", "upstreams", "strip_prefix", "timeout", "max_body", "limits"}
 
 // route compiles one route; it also returns the node of its name, for the
 // duplicate check.
@@ -153,6 +157,7 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 	m := d.fields(n, path, routeFields...)
 	rt := &Route{
 		Timeout: d.positive(d.duration(m, "timeout", path), field(path, "timeout")).or(30 * time.Second),
+		MaxBody: d.size(m, "max_body", path).or(0),
 	}
 	name := d.str(m, "name", path)
 	if !name.set {
