@@ -226,6 +226,12 @@ func stripPrefix(path, prefix string) string {
 func (g *Gateway) upstreamError(rt *route) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		ex := exchangeOf(r.Context())
+		if f := ex.body.failure(); f != nil {
+			// The client broke off or mangled its own body: its fault,
+			// not the upstream's.
+			refuseBody(w, ex, f)
+			return
+		}
 		if r.Context().Err() != nil {
 			// The client went away; nobody is left to answer.
 			ex.clientGone = true

@@ -34,6 +34,8 @@ type exchange struct {
 	keys        []string
 	upstreamErr error
 	clientGone  bool
+	body        *clientBody // nil when the request has no body
+	bodyErr     error       // what the client got wrong sending the body
 	waited      time.Duration
 }
 
@@ -89,6 +91,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt = s.routes[match]
+	if !g.guardBody(rec, r, s, rt, ex) {
+		return
+	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if len(match.Limits) > 0 && !g.admit(s, rt, rec, r, ex) {
 		return
@@ -101,7 +106,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.Request, ex *exchange) bool {
 	var body *routes.Body
 	if rt.r.ReadsBody {
+		// Nothing has counted this request yet: the part of the body the
+		// keys read must come as quickly as the headers.
+		lift := ex.body.wholeBy(time.Now().Add(s.cfg.ClientHeaderTimeout))
 		body = readKeyBody(r)
+		lift()
+		if f := ex.body.failure(); f != nil {
+			refuseBody(w, ex, f)
+			return false
+		}
 	}
 	n := len(rt.r.Limits)
 	reqs := make([]ratelimit.Request, n)
@@ -304,6 +317,9 @@ func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request,
 	}
 	if ex.upstreamErr != nil {
 		attrs = append(attrs, slog.String("upstream_error", ex.upstreamErr.Error()))
+	}
+	if ex.bodyErr != nil {
+		attrs = append(attrs, slog.String("body_error", ex.bodyErr.Error()))
 	}
 	if ex.keys != nil {
 		attrs = append(attrs, slog.Any("keys", ex.keys))

@@ -84,8 +84,14 @@ func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 func (u *upstreams) roundTrip(req *http.Request) (*http.Response, error) {
 	ctx, cancel := context.WithCancelCause(req.Context())
 	timer := time.AfterFunc(u.timeout, func() { cancel(errUpstreamTimeout) })
-	resp, err := u.base.RoundTrip(req.WithContext(ctx))
-	if !timer.Stop() && err != nil && context.Cause(ctx) == errUpstreamTimeout {
+	out := req.WithContext(ctx)
+	stop := timer.Stop
+	if out.Body != nil && out.Body != http.NoBody {
+		clock := &uploadClock{timer: timer, timeout: u.timeout}
+		out.Body, stop = &timedBody{ReadCloser: out.Body, clock: clock}, clock.stop
+	}
+	resp, err := u.base.RoundTrip(out)
+	if !stop() && err != nil && context.Cause(ctx) == errUpstreamTimeout {
 		cancel(nil)
 		return nil, errUpstreamTimeout
 	}

@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/problem"
+)
+
+// clientBody is a request body as the client sends it, guarded: each read
+// must bring data within the idle timeout (client_body_timeout), the
+// route's max_body caps the total, and a deadline may bound a whole read
+// (the part json: keys look at, read before any limit has counted the
+// request). The first failure sticks: later reads return it again, and the
+// gateway answers for the client (408, 413, 400) instead of blaming the
+// upstream.
+//
+// One goroutine reads at a time (the handler for keys, then the transport);
+// failure and Close are safe to call from any goroutine.
+type clientBody struct {
+	rc   io.ReadCloser
+	ctl  *http.ResponseController
+	idle time.Duration
+	max  int64 // bytes; 0: no limit
+	n    int64 // bytes returned so far
+	// tooLarge is the 413 detail, made once per request.
+	tooLarge string
+	until    time.Time
+	done     bool // EOF or a failure seen: the connection's deadline is left alone
+
+	closed atomic.Bool
+	fail   atomic.Pointer[bodyFailure]
+}
+
+// bodyFailure is what the client did wrong, as the answer it gets.
+type bodyFailure struct {
+	status int
+	detail string
+	gone   bool // the client went away: nobody is left to answer
+	err    error
+}
+
+func (f *bodyFailure) Error() string { return f.err.Error() }
+func (f *bodyFailure) Unwrap() error { return f.err }
+
+var errBodyTooLarge = errors.New("request body larger than max_body")
+
+// guardBody answers 413 when the declared length of r's body exceeds the
+// route's max_body, and otherwise puts a clientBody in front of the body
+// before anything reads it. It returns false when it answered.
+func (g *Gateway) guardBody(w http.ResponseWriter, r *http.Request, s *snapshot, rt *route, ex *exchange) bool {
+	if r.Body == nil || r.Body == http.NoBody {
+		return true
+	}
+	max := rt.r.MaxBody
+	if max > 0 && r.ContentLength > max {
+		refuseBody(w, ex, &bodyFailure{status: http.StatusRequestEntityTooLarge, detail: tooLargeDetail(rt, max), err: errBodyTooLarge})
+		return false
+	}
+	b := &clientBody{rc: r.Body, ctl: http.NewResponseController(w), idle: s.cfg.ClientBodyTimeout, max: max}
+	if max > 0 {
+		b.tooLarge = tooLargeDetail(rt, max)
+	}
+	r.Body = b
+	ex.body = b
+	return true
+}
+
+func tooLargeDetail(rt *route, max int64) string {
+	return fmt.Sprintf("request body is larger than route %s accepts (max_body %d bytes)", rt.r.Name, max)
+}
+
+// Read implements io.Reader.
+func (b *clientBody) Read(p []byte) (int, error) {
+	if f := b.fail.Load(); f != nil {
+		return 0, f
+	}
+	if b.done {
+		return b.rc.Read(p)
+	}
+	if b.max > 0 && int64(len(p)) > b.max-b.n+1 {
+		// Read one byte past the limit at most: enough to tell a body
+		// that ends at max_body from one that goes on.
+		p = p[:b.max-b.n+1]
+	}
+	d := time.Now().Add(b.idle)
+	byWhole := !b.until.IsZero() && b.until.Before(d)
+	if byWhole {
+		d = b.until
+	}
+	b.ctl.SetReadDeadline(d)
+	n, err := b.rc.Read(p)
+	b.n += int64(n)
+	if b.max > 0 && b.n > b.max {
+		n -= int(b.n - b.max)
+		b.n = b.max
+		err = b.failed(&bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
+	} else if err != nil && err != io.EOF && !b.closed.Load() {
+		err = b.failed(classify(err, byWhole, b.idle))
+	}
+	if err != nil {
+		// The server reads the connection again once the body is done,
+		// to notice a client that leaves; a deadline left behind would
+		// cancel the request when it expires.
+		b.done = true
+		b.ctl.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// failed records f unless a failure is already recorded, and returns the
+// recorded one.
+func (b *clientBody) failed(f *bodyFailure) error {
+	b.fail.CompareAndSwap(nil, f)
+	return b.fail.Load()
+}
+
+// Close implements io.Closer.
+func (b *clientBody) Close() error {
+	b.closed.Store(true)
+	err := b.rc.Close()
+	if !b.done {
+		// Closing may read the rest of the body away, after which the
+		// server reads the connection for the next request: clear the
+		// idle deadline first set for this body.
+		b.ctl.SetReadDeadline(time.Time{})
+	}
+	return err
+}
+
+// failure returns what went wrong reading the body, nil when nothing did
+// (or b is nil: the request has no body).
+func (b *clientBody) failure() *bodyFailure {
+	if b == nil {
+		return nil
+	}
+	return b.fail.Load()
+}
+
+// wholeBy bounds every read from now on by t as well as by the idle
+// timeout; the returned func lifts that bound. Calling it on a nil b (a
+// request without body) is fine.
+func (b *clientBody) wholeBy(t time.Time) func() {
+	if b == nil {
+		return func() {}
+	}
+	b.until = t
+	return func() { b.until = time.Time{} }
+}
+
+// classify tells a client's body failure apart: silence past the deadline
+// (408), a connection that went away (nobody to answer), or a body that
+// does not keep its framing: a short body, bad chunked encoding (400).
+func classify(err error, byWhole bool, idle time.Duration) *bodyFailure {
+	var ne net.Error
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		detail := fmt.Sprintf("the client sent no request body data for %s (client_body_timeout)", idle)
+		if byWhole {
+			detail = "the request body part that the rate-limit keys read did not arrive within client_header_timeout"
+		}
+		return &bodyFailure{status: http.StatusRequestTimeout, detail: detail, err: err}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &bodyFailure{status: http.StatusBadRequest, detail: "the request body ended before its declared length", err: err}
+	case errors.As(err, new(*net.OpError)):
+		return &bodyFailure{gone: true, err: err}
+	}
+	return &bodyFailure{status: http.StatusBadRequest, detail: "malformed request body: " + err.Error(), err: err}
+}
+
+// refuseBody answers a request whose body the client got wrong. The
+// connection is closed after: what is left of the body cannot be trusted to
+// frame the next request.
+func refuseBody(w http.ResponseWriter, ex *exchange, f *bodyFailure) {
+	if f.gone {
+		ex.clientGone = true
+		return
+	}
+	ex.bodyErr = f.err
+	w.Header().Set("Connection", "close")
+	problem.Error(w, f.status, f.detail)
+}
+
+// uploadClock runs a route's timeout while the upstream has the turn
+// (taking the body, preparing its answer) and pauses while the transport
+// waits for the client to send more of the body, so the timeout counts from
+// the end of the request body and a slow upload is not the upstream's
+// fault. It is safe for concurrent use.
+type uploadClock struct {
+	mu      sync.Mutex
+	timer   *time.Timer
+	timeout time.Duration
+	over    bool // the response headers arrived or the round trip failed
+}
+
+// pause stops the clock while the transport waits for the client.
+func (c *uploadClock) pause() {
+	c.mu.Lock()
+	if !c.over {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+}
+
+// resume gives the upstream a whole timeout again from now.
+func (c *uploadClock) resume() {
+	c.mu.Lock()
+	if !c.over {
+		c.timer.Reset(c.timeout)
+	}
+	c.mu.Unlock()
+}
+
+// stop ends the clock for good; it reports whether the timer had not yet
+// fired.
+func (c *uploadClock) stop() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.over = true
+	return c.timer.Stop()
+}
+
+// timedBody is the upstream request's body: reading it from the client
+// pauses the route's clock.
+type timedBody struct {
+	io.ReadCloser
+	clock *uploadClock
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	b.clock.pause()
+	n, err := b.ReadCloser.Read(p)
+	b.clock.resume()
+	return n, err
+}
