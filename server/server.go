@@ -181,10 +181,14 @@ func (s *Server) listen(name, addr string, h http.Handler, tc *tls.Config, errc 
 	if err != nil {
 		return fmt.Errorf("listening on %s (%s): %w", addr, name, err)
 	}
+	cfg := s.cfg.Load()
 	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		Handler: h,
+		// The header timeout also bounds a TLS handshake, and runs from
+		// the accept for a connection's first request, so a connection
+		// opened and left silent is closed after it too.
+		ReadHeaderTimeout: cfg.ClientHeaderTimeout,
+		IdleTimeout:       cfg.KeepaliveTimeout,
 		MaxHeaderBytes:    1 << 20,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		TLSConfig:         tc,
@@ -304,6 +308,12 @@ func restartNeeded(old, cfg *routes.Config) []string {
 	}
 	if !reflect.DeepEqual(old.Store, cfg.Store) {
 		out = append(out, "store")
+	}
+	if old.ClientHeaderTimeout != cfg.ClientHeaderTimeout {
+		out = append(out, "client_header_timeout")
+	}
+	if old.KeepaliveTimeout != cfg.KeepaliveTimeout {
+		out = append(out, "keepalive_timeout")
 	}
 	return out
 }
