@@ -1,7 +1,7 @@
 # Targets a developer and CI use. `make test` is the whole suite.
 GO ?= go
 
-.PHONY: test build bench lint
+.PHONY: test build bench lint soak
 
 # test installs redis-server when it is missing, then runs every test with
 # the race detector; SLUICE_REQUIRE_REDIS=1 makes a missing Redis a failure,
@@ -9,6 +9,11 @@ GO ?= go
 test:
 	./scripts/test-deps.sh
 	SLUICE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+
+# soak runs a minute of mixed traffic and reloads against the real binary
+# and checks its goroutines and heap come back (README, Tests).
+soak:
+	SLUICE_SOAK=1 $(GO) test -count=1 -run '^TestSoak$$' -v -timeout 5m ./e2e/
 
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null)
 VERSION ?= $(shell git describe --tags --always 2>/dev/null || echo dev)
