@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
 )
 
 // bodyUpstream records what an upstream made of each request body: the
@@ -336,5 +339,99 @@ routes:
 		if len(b) > 16 {
 			t.Errorf("the upstream read a complete body of %d bytes, over max_body 16", len(b))
 		}
+	}
+}
+
+// Over HTTP/2 the idle deadline is the stream's: a stalled body gets 408
+// and the connection's other streams are untouched.
+func TestBodyIdleTimeoutHTTP2(t *testing.T) {
+	t.Parallel()
+	up := newBodyUpstream(t)
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+client_body_timeout: 200ms
+routes:
+  - name: upload
+    upstream: %s
+`, up.URL)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	g.Load(cfg, store)
+	srv := httptest.NewUnstartedServer(g)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	c := srv.Client()
+
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	go pw.Write([]byte("abc")) // then nothing more
+	req, _ := http.NewRequest("POST", srv.URL+"/upload", pr)
+	start := time.Now()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.ProtoMajor != 2 || resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("got HTTP/%d %d, want HTTP/2 408", resp.ProtoMajor, resp.StatusCode)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("answered after %v, want about 200ms", took)
+	}
+	resp, err = c.Post(srv.URL+"/upload", "text/plain", strings.NewReader("whole"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("a whole body after the stalled one got %d, want 200", resp.StatusCode)
+	}
+}
+
+// BenchmarkBodyPath measures a POST with a 1 KiB body through a route
+// without limits and through one keyed by json:, the requests whose body
+// the gateway guards.
+func BenchmarkBodyPath(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	defer up.Close()
+	srv, _ := newGateway(b, `
+log: {access_log: false}
+routes:
+  - name: keyed
+    match: {path_prefix: /keyed}
+    upstream: %[1]s
+    limits:
+      - {algorithm: token_bucket, limit: 1000000000, window: 1s, key: [json:user]}
+  - name: plain
+    upstream: %[1]s
+`, up.URL, nil)
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr}
+	body := `{"user":"bench","pad":"` + strings.Repeat("p", 1000) + `"}`
+	for _, path := range []string{"/plain", "/keyed"} {
+		b.Run(path[1:], func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					resp, err := c.Post(srv.URL+path, "application/json", strings.NewReader(body))
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						b.Fatalf("status %d", resp.StatusCode)
+					}
+				}
+			})
+		})
 	}
 }
