@@ -1,0 +1,36 @@
+package server
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/routes"
+)
+
+// The listeners read their header and keep-alive bounds when they start, so
+// a reload that changes them must say a restart is needed; the body timeout
+// is the gateway's and applies at once.
+func TestRestartNeededForClientTimeouts(t *testing.T) {
+	t.Parallel()
+	base := routes.Config{ClientHeaderTimeout: 10 * time.Second, ClientBodyTimeout: 30 * time.Second, KeepaliveTimeout: 2 * time.Minute}
+	for _, tc := range []struct {
+		name   string
+		change func(*routes.Config)
+		want   []string
+	}{
+		{"none", func(*routes.Config) {}, nil},
+		{"header", func(c *routes.Config) { c.ClientHeaderTimeout = time.Second }, []string{"client_header_timeout"}},
+		{"keepalive", func(c *routes.Config) { c.KeepaliveTimeout = time.Second }, []string{"keepalive_timeout"}},
+		{"body", func(c *routes.Config) { c.ClientBodyTimeout = time.Second }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			next := base
+			tc.change(&next)
+			if got := restartNeeded(&base, &next); !slices.Equal(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
