@@ -52,25 +52,62 @@ func (f *bodyFailure) Unwrap() error { return f.err }
 
 var errBodyTooLarge = errors.New("request body larger than max_body")
 
-// guardBody answers 413 when the declared length of r's body exceeds the
-// route's max_body, and otherwise puts a clientBody in front of the body
-// before anything reads it. It returns false when it answered.
-func (g *Gateway) guardBody(w http.ResponseWriter, r *http.Request, s *snapshot, rt *route, ex *exchange) bool {
+// wrapBody puts a clientBody in front of r's body before anything reads it
+// and returns it; nil when r has no body. It runs before routing, so a
+// body sluice answers without reading (404, 429) is bounded too.
+func wrapBody(w http.ResponseWriter, r *http.Request, s *snapshot) *clientBody {
 	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b := &clientBody{rc: r.Body, ctl: http.NewResponseController(w), idle: s.cfg.ClientBodyTimeout}
+	r.Body = b
+	return b
+}
+
+// admitBody applies the route's max_body: a declared length over it is
+// answered 413 at once (false), and a streamed body is cut where it grows
+// past it.
+func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) bool {
+	b, max := ex.body, rt.r.MaxBody
+	if b == nil || max <= 0 {
 		return true
 	}
-	max := rt.r.MaxBody
-	if max > 0 && r.ContentLength > max {
-		refuseBody(w, ex, &bodyFailure{status: http.StatusRequestEntityTooLarge, detail: tooLargeDetail(rt, max), err: errBodyTooLarge})
+	b.tooLarge = tooLargeDetail(rt, max)
+	if r.ContentLength > max {
+		refuseBody(w, ex, &bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
 		return false
 	}
-	b := &clientBody{rc: r.Body, ctl: http.NewResponseController(w), idle: s.cfg.ClientBodyTimeout, max: max}
-	if max > 0 {
-		b.tooLarge = tooLargeDetail(rt, max)
-	}
-	r.Body = b
-	ex.body = b
+	b.max = max
 	return true
+}
+
+// answering runs as the answer's header is written and returns what to run
+// after. An HTTP/1 server reads what is left of a body nobody read before
+// it writes the header, so the connection can carry the next request; it
+// does so with no deadline, and a client that stopped halfway would never
+// get its 404 or 429 and hold the connection for good. That read gets
+// client_body_timeout as a whole; when it fails the server closes the
+// connection after the answer. The deadline is lifted after, so it cannot
+// cut a long response.
+func (b *clientBody) answering() func() {
+	if b == nil || b.done || b.closed.Load() {
+		return func() {}
+	}
+	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	return func() {
+		if !b.done {
+			b.ctl.SetReadDeadline(time.Time{})
+		}
+	}
+}
+
+// settle runs as the handler ends. What is left of a body nobody read is
+// read away by the server so the connection can carry the next request;
+// that read gets client_body_timeout as a whole.
+func (b *clientBody) settle() {
+	if b != nil && !b.done && !b.closed.Load() {
+		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	}
 }
 
 func tooLargeDetail(rt *route, max int64) string {

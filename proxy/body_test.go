@@ -435,3 +435,56 @@ routes:
 		})
 	}
 }
+
+// A body sluice answers without reading (no route: 404; a limit: 429) is
+// read away by the server before it answers, so the connection can carry
+// the next request; a client that stops halfway must not hold the answer
+// and its connection for good: the read gets client_body_timeout, then the
+// answer goes out and the connection is closed.
+func TestUnreadBodyDoesNotHoldTheAnswer(t *testing.T) {
+	t.Parallel()
+	up := newBodyUpstream(t)
+	srv, _ := newTestGateway(t, `
+client_body_timeout: 300ms
+routes:
+  - name: shut
+    match: {path_prefix: /shut}
+    upstream: %s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [global]}
+`, up.URL)
+	addr := srv.Listener.Addr().String()
+	if code, _ := rawRequest(t, addr, "POST /shut HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n", []string{"x"}, 0, false); code != 200 {
+		t.Fatalf("first request: got %d, want 200", code)
+	}
+	for _, tc := range []struct {
+		name, path string
+		want       int
+	}{{"no route", "/nowhere", 404}, {"rejected", "/shut", 429}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly ten b", tc.path)
+			start := time.Now()
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("reading the answer: %v", err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != tc.want || time.Since(start) > time.Second {
+				t.Errorf("got %d after %v, want %d after about client_body_timeout (300ms)", resp.StatusCode, time.Since(start), tc.want)
+			}
+			if _, err := br.ReadByte(); err != io.EOF {
+				t.Errorf("after the answer: got %v, want the connection closed (EOF)", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("connection closed after %v, want about client_body_timeout (300ms)", d)
+			}
+		})
+	}
+}

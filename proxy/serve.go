@@ -72,6 +72,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Error(rec, http.StatusServiceUnavailable, "no configuration loaded")
 		return
 	}
+	ex.body = wrapBody(rec, r, s)
+	rec.body = ex.body
 	ex.client, ex.trusted = s.trust.ClientAddr(r)
 	ex.id = r.Header.Get(hRequestID)
 	if !validRequestID(ex.id) {
@@ -91,7 +93,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rt = s.routes[match]
-	if !g.guardBody(rec, r, s, rt, ex) {
+	if !admitBody(rec, r, rt, ex) {
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
@@ -280,6 +282,7 @@ func (b *replayBody) Close() error { return b.orig.Close() }
 
 // finish records the request in metrics and the access log.
 func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request, ex *exchange, start time.Time) {
+	ex.body.settle()
 	status := rec.status
 	if ex.clientGone && !rec.wrote {
 		status = 499 // as nginx logs it: the client closed the connection first
@@ -333,12 +336,14 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	body   *clientBody // the request's, nil without one
 }
 
 func (w *recorder) WriteHeader(code int) {
 	if !w.wrote {
 		if code >= 200 || code == http.StatusSwitchingProtocols {
 			w.status, w.wrote = code, true
+			defer w.body.answering()()
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -347,6 +352,7 @@ func (w *recorder) WriteHeader(code int) {
 func (w *recorder) Write(b []byte) (int, error) {
 	if !w.wrote {
 		w.status, w.wrote = http.StatusOK, true
+		defer w.body.answering()()
 	}
 	return w.ResponseWriter.Write(b)
 }
