@@ -38,8 +38,8 @@ var errUpstreamTimeout = errors.New("upstream response timeout")
 // upstreams sends a route's requests to its targets. It picks targets round
 // robin, moves to the next target when a connection is refused (for
 // idempotent requests, whose replay is harmless), and bounds the wait for
-// response headers by the route's timeout without ever cutting a response
-// that has started.
+// response headers by the route's timeout, counted from the end of the
+// request body, without ever cutting a response that has started.
 type upstreams struct {
 	base    http.RoundTripper
 	targets []*url.URL
