@@ -33,10 +33,17 @@ type clientBody struct {
 	// tooLarge is the 413 detail, made once per request.
 	tooLarge string
 	until    time.Time
-	done     bool // EOF or a failure seen: the connection's deadline is left alone
 
+	// done is set once a read saw EOF or a failure; from then on the
+	// connection's deadline is left alone. The handler reads it while the
+	// transport may still be reading the body.
+	done   atomic.Bool
 	closed atomic.Bool
-	fail   atomic.Pointer[bodyFailure]
+	// ended is set as the handler returns: the connection is then the
+	// server's again (and maybe the next request's), so the deadline is
+	// never touched after.
+	ended atomic.Bool
+	fail  atomic.Pointer[bodyFailure]
 }
 
 // bodyFailure is what the client did wrong, as the answer it gets.
@@ -90,12 +97,12 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 // connection after the answer. The deadline is lifted after, so it cannot
 // cut a long response.
 func (b *clientBody) answering() func() {
-	if b == nil || b.done || b.closed.Load() {
+	if b == nil || b.done.Load() || b.closed.Load() {
 		return func() {}
 	}
 	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	return func() {
-		if !b.done {
+		if !b.done.Load() {
 			b.ctl.SetReadDeadline(time.Time{})
 		}
 	}
@@ -105,9 +112,13 @@ func (b *clientBody) answering() func() {
 // read away by the server so the connection can carry the next request;
 // that read gets client_body_timeout as a whole.
 func (b *clientBody) settle() {
-	if b != nil && !b.done && !b.closed.Load() {
+	if b == nil {
+		return
+	}
+	if !b.done.Load() && !b.closed.Load() {
 		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	}
+	b.ended.Store(true)
 }
 
 func tooLargeDetail(rt *route, max int64) string {
@@ -119,7 +130,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	if f := b.fail.Load(); f != nil {
 		return 0, f
 	}
-	if b.done {
+	if b.done.Load() || b.ended.Load() {
 		return b.rc.Read(p)
 	}
 	if b.max > 0 && int64(len(p)) > b.max-b.n+1 {
@@ -146,7 +157,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		// The server reads the connection again once the body is done,
 		// to notice a client that leaves; a deadline left behind would
 		// cancel the request when it expires.
-		b.done = true
+		b.done.Store(true)
 		b.ctl.SetReadDeadline(time.Time{})
 	}
 	return n, err
@@ -159,14 +170,18 @@ func (b *clientBody) failed(f *bodyFailure) error {
 	return b.fail.Load()
 }
 
-// Close implements io.Closer.
+// Close implements io.Closer. Closing a body that is not done reads the
+// rest of it away (up to 256 KiB), which gets client_body_timeout as a
+// whole; the deadline is lifted after, since the server then reads the
+// connection to notice a client that leaves.
 func (b *clientBody) Close() error {
 	b.closed.Store(true)
+	guard := !b.done.Load() && !b.ended.Load()
+	if guard {
+		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+	}
 	err := b.rc.Close()
-	if !b.done {
-		// Closing may read the rest of the body away, after which the
-		// server reads the connection for the next request: clear the
-		// idle deadline first set for this body.
+	if guard {
 		b.ctl.SetReadDeadline(time.Time{})
 	}
 	return err

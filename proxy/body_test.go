@@ -488,3 +488,26 @@ routes:
 		})
 	}
 }
+
+// The transport closes a request body it could not send (the upstream
+// refused the connection), and closing reads the rest of the body away: a
+// client that stopped halfway must not hold the 502 back for good.
+func TestUnreachableUpstreamWithStalledBody(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	srv, _ := newTestGateway(t, `
+client_body_timeout: 300ms
+routes:
+  - name: dead
+    upstream: %s
+`, dead)
+	code, took := rawRequest(t, srv.Listener.Addr().String(), "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n", []string{"only ten b"}, 0, false)
+	if code != http.StatusBadGateway || took > 2*time.Second {
+		t.Errorf("got %d after %v, want 502 within about client_body_timeout (300ms)", code, took)
+	}
+}
