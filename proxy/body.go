@@ -97,7 +97,7 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 // connection after the answer. The deadline is lifted after, so it cannot
 // cut a long response.
 func (b *clientBody) answering() func() {
-	if b == nil || b.done.Load() || b.closed.Load() {
+	if b == nil || b.idle <= 0 || b.done.Load() || b.closed.Load() {
 		return func() {}
 	}
 	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
@@ -115,7 +115,7 @@ func (b *clientBody) settle() {
 	if b == nil {
 		return
 	}
-	if !b.done.Load() && !b.closed.Load() {
+	if b.idle > 0 && !b.done.Load() && !b.closed.Load() {
 		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	}
 	b.ended.Store(true)
@@ -138,8 +138,11 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		// that ends at max_body from one that goes on.
 		p = p[:b.max-b.n+1]
 	}
-	d := time.Now().Add(b.idle)
-	byWhole := !b.until.IsZero() && b.until.Before(d)
+	var d time.Time // zero: no bound (a Config not made by routes.Parse may lack the timeout)
+	if b.idle > 0 {
+		d = time.Now().Add(b.idle)
+	}
+	byWhole := !b.until.IsZero() && (d.IsZero() || b.until.Before(d))
 	if byWhole {
 		d = b.until
 	}
@@ -176,7 +179,7 @@ func (b *clientBody) failed(f *bodyFailure) error {
 // connection to notice a client that leaves.
 func (b *clientBody) Close() error {
 	b.closed.Store(true)
-	guard := !b.done.Load() && !b.ended.Load()
+	guard := b.idle > 0 && !b.done.Load() && !b.ended.Load()
 	if guard {
 		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	}

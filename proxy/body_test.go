@@ -511,3 +511,26 @@ routes:
 		t.Errorf("got %d after %v, want 502 within about client_body_timeout (300ms)", code, took)
 	}
 }
+
+// A Config built without routes.Parse has no client_body_timeout: bodies
+// then read without an idle bound rather than failing at once.
+func TestZeroBodyTimeoutMeansNoBound(t *testing.T) {
+	t.Parallel()
+	up := newBodyUpstream(t)
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf("routes:\n  - name: up\n    upstream: %s\n", up.URL)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientBodyTimeout = 0
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	g.Load(cfg, store)
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	// The body comes after the headers, so the gateway has to wait for it.
+	code, _ := rawRequest(t, srv.Listener.Addr().String(), "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n", []string{"body"}, 50*time.Millisecond, false)
+	if code != 200 {
+		t.Errorf("got %d, want 200", code)
+	}
+}
