@@ -159,49 +159,43 @@ func TestExactAcrossInstances(t *testing.T) {
 }
 
 // TestLeakyAcrossInstances queues requests from three stores into one
-// leaky bucket: their departures, merged, are spaced by the interval.
+// leaky bucket at one instant: their departures, merged, are one interval
+// apart, whichever instance each came through. The stores decide at the
+// caller's time, so the schedule is exact and no round trip can blur it
+// (TestDepartureAfterRoundTrip covers departures on server time).
 func TestLeakyAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t)
 	var stores []*Store
 	for range 3 {
-		stores = append(stores, newStore(t, Options{Addresses: []string{srv.Addr()}}))
+		stores = append(stores, newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true}))
 	}
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "shape", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: time.Second, Queue: 30})
+	t0 := time.Now().Truncate(time.Second)
 	var mu sync.Mutex
-	var departs []time.Duration // server-relative: decision time at the instance + delay
+	var departs []time.Duration
 	var wg sync.WaitGroup
-	base := time.Now()
 	for i := range 60 {
 		wg.Go(func() {
 			out := make([]ratelimit.Decision, 1)
-			now := time.Now()
-			if err := stores[i%3].Decide(context.Background(), now, []ratelimit.Request{{Policy: p, Key: "g"}}, out); err != nil {
+			if err := stores[i%3].Decide(context.Background(), t0, []ratelimit.Request{{Policy: p, Key: "g"}}, out); err != nil {
 				t.Error(err)
 			}
 			if out[0].Allowed {
 				mu.Lock()
-				departs = append(departs, now.Sub(base)+out[0].Delay)
+				departs = append(departs, out[0].Delay)
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
 	if len(departs) != 31 {
-		t.Errorf("got %d admitted, want 31 (one leaving now plus a queue of 30)", len(departs))
+		t.Fatalf("got %d admitted, want 31 (one leaving now plus a queue of 30)", len(departs))
 	}
 	slices.Sort(departs)
-	// Each instance measures its delay from its own "now", taken before
-	// the round trip, which a loaded machine stretches to tens of ms: single
-	// gaps get that slop, while two requests let out together would show a
-	// gap near zero, and the whole schedule must span 30 intervals.
-	const slop = 50 * time.Millisecond
-	for i := 1; i < len(departs); i++ {
-		if gap := departs[i] - departs[i-1]; gap < p.Interval()-slop {
-			t.Errorf("departures %d and %d: got gap %v, want >= %v", i-1, i, gap, p.Interval()-slop)
+	for k, got := range departs {
+		if want := time.Duration(k) * p.Interval(); got != want {
+			t.Errorf("departure %d: got delay %v, want %v", k, got, want)
 		}
-	}
-	if span := departs[len(departs)-1] - departs[0]; span < 30*p.Interval()-slop {
-		t.Errorf("31 departures span %v, want at least 30 intervals", span)
 	}
 }
 
