@@ -8,7 +8,7 @@ import (
 )
 
 // run calls Main and returns its exit code, stdout and stderr.
-func run(t *testing.T, load func(file, name string) (Params, error), args ...string) (int, string, string) {
+func run(t *testing.T, load func(file, name string) (Policy, error), args ...string) (int, string, string) {
 	t.Helper()
 	var stdout, stderr strings.Builder
 	code := Main(args, &stdout, &stderr, load)
@@ -66,12 +66,12 @@ func TestMainFormats(t *testing.T) {
 func TestMainPolicy(t *testing.T) {
 	t.Parallel()
 	var gotFile, gotName string
-	load := func(file, name string) (Params, error) {
+	load := func(file, name string) (Policy, error) {
 		gotFile, gotName = file, name
 		if name != "orders-shaping" {
-			return Params{}, errors.New(file + `: no policy "` + name + `"`)
+			return Policy{}, errors.New(file + `: no policy "` + name + `"`)
 		}
-		return Params{Limit: 10, Window: time.Second, Queue: 50, MaxWait: 5 * time.Second}, nil
+		return Policy{Params: Params{Limit: 10, Window: time.Second, Queue: 50, MaxWait: 5 * time.Second}, Key: []string{"global"}}, nil
 	}
 	code, out, errOut := run(t, load, "-config", "gw.yaml", "-policy", "orders-shaping", "-at", "20@0s", "-format", "json")
 	if code != 0 {
@@ -116,7 +116,7 @@ func TestMainUsageErrors(t *testing.T) {
 		args []string
 		want string // the first line of stderr
 	}{
-		{"nothing", nil, "sluice simulate: -at is required, e.g. -at 100@58s,100@61s"},
+		{"nothing", nil, "sluice simulate: -at, -pattern or -replay is required, e.g. -at 100@58s,100@61s"},
 		{"no limit", []string{"-window", "1m", "-at", "1@0s"}, "sluice simulate: -limit is required (or -policy NAME)"},
 		{"no window", []string{"-limit", "1", "-at", "1@0s"}, "sluice simulate: -window is required (or -policy NAME)"},
 		{"neither", []string{"-at", "1@0s"}, "sluice simulate: -limit and -window are required (or -policy NAME)"},
@@ -127,7 +127,7 @@ func TestMainUsageErrors(t *testing.T) {
 		{"config without policy", []string{"-config", "x.yaml", "-at", "1@0s"}, "sluice simulate: -config needs -policy NAME"},
 		{"policy without loader", []string{"-policy", "p", "-at", "1@0s"}, "sluice simulate: -policy is not available in this build"},
 		{"extra argument", []string{"-limit", "1", "-window", "1s", "-at", "1@0s", "table"}, `sluice simulate: unexpected argument "table"`},
-		{"unknown flag", []string{"-rate", "5"}, "flag provided but not defined: -rate"},
+		{"unknown flag", []string{"-speed", "5"}, "flag provided but not defined: -speed"},
 		{"bad duration", []string{"-window", "soon"}, `invalid value "soon" for flag -window: parse error`},
 	}
 	for _, tc := range tests {

@@ -90,7 +90,7 @@ func TestWritersReportWriteErrors(t *testing.T) {
 	for name, write := range map[string]func() error{
 		"table": func() error { return WriteTable(failingWriter{}, rs) },
 		"json":  func() error { return WriteJSON(failingWriter{}, rs) },
-		"svg":   func() error { return WriteSVG(failingWriter{}, p, rs) },
+		"svg":   func() error { return WriteSVG(failingWriter{}, p, NewTimeline(p, &Traffic{}), rs) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -15,26 +15,35 @@ import (
 // The SVG's geometry, in pixels.
 const (
 	svgWidth   = 1000
-	labelWidth = 280 // left column holding the lane names and counts
+	labelWidth = 250 // left column holding the lane names and counts
 	rightPad   = 24
 	plotWidth  = svgWidth - labelWidth - rightPad
-	plotTop    = 64
-	laneHeight = 56
-	barMax     = laneHeight - 16
-	binPixels  = 2 // width of one time slice; the bar count is bounded by it
-	bins       = plotWidth / binPixels
+	plotTop    = 92
+	laneHeight = 100
+	upRoom     = 50 // tallest bar above a lane's baseline
+	downRoom   = 36 // deepest bar below it
 	axisHeight = 56
 	minGap     = 4 // closest two window boundaries may be drawn
 	maxLabels  = 10
 )
 
-// WriteSVG writes a self-contained SVG timeline of rs: one lane per
-// algorithm, in the order of rs, with a bar per time slice whose height is
-// the number of requests that left for the upstream in it (scaled alike in
-// every lane, so lanes compare), dashed lines at window boundaries and a time
-// axis labelled in offsets from the origin. Its size is bounded whatever the
-// number of requests.
-func WriteSVG(w io.Writer, p Params, rs []Result) error {
+// The colours of the three kinds of request.
+const (
+	colourAdmitted = "#2f6fb0"
+	colourQueued   = "#e69f00"
+	colourRejected = "#c8322f"
+)
+
+// WriteSVG writes a self-contained SVG timeline of rs, whose lanes were
+// counted in tl: one lane per algorithm, in the order of rs. Above a lane's
+// baseline, a bar per time slice shows the requests that reached the
+// upstream in it, those let through at once and those that waited in the
+// queue stacked in two colours; below it, the requests rejected in it. All
+// bars share one scale, so lanes compare. Dashed lines mark window
+// boundaries, a legend names the colours, and the time axis is labelled in
+// offsets from the origin, or in clock times for a replayed log. Its size is
+// bounded whatever the number of requests.
+func WriteSVG(w io.Writer, p Params, tl *Timeline, rs []Result) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -46,66 +55,66 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 	if err != nil {
 		return err
 	}
-
-	// The timeline ends at a labelled window boundary after the last
-	// departure, so every bar stands inside it.
-	var last time.Duration
-	for _, r := range rs {
-		if n := len(r.Departures); n > 0 {
-			last = max(last, r.Departures[n-1])
-		}
-	}
-	windows := int64(last/p.Window) + 1
-	step := labelStep(p.Window, windows)
-	windows = (windows + step - 1) / step * step
-	span := time.Duration(windows) * p.Window
-	if span/p.Window != time.Duration(windows) || span <= 0 {
-		return fmt.Errorf("drawing timeline: %s after the origin is out of range", last)
-	}
+	span := tl.End() - tl.Start
 	x := func(t time.Duration) float64 {
-		return labelWidth + float64(t)/float64(span)*plotWidth
+		return labelWidth + float64(t-tl.Start)/float64(span)*plotWidth
 	}
-
-	type bin struct {
-		n           int
-		first, last time.Duration
-	}
-	lanes := make([][]bin, len(rs))
-	most := 0
-	for i, r := range rs {
-		lanes[i] = make([]bin, bins)
-		for _, t := range r.Departures {
-			k := min(int(float64(t)/float64(span)*bins), bins-1)
-			b := &lanes[i][k]
-			if b.n == 0 {
-				b.first = t
-			}
-			b.n++
-			b.last = t
-			most = max(most, b.n)
+	// One scale for every bar, fitting the tallest above and the deepest
+	// below a baseline.
+	mostUp, mostDown := 0, 0
+	for _, r := range rs {
+		for _, s := range r.Lane {
+			mostUp = max(mostUp, s.Admitted+s.Queued)
+			mostDown = max(mostDown, s.Rejected)
 		}
+	}
+	scale := math.Inf(1)
+	if mostUp > 0 {
+		scale = float64(upRoom) / float64(mostUp)
+	}
+	if mostDown > 0 {
+		scale = math.Min(scale, float64(downRoom)/float64(mostDown))
+	}
+	// Even a single request gets a visible bar.
+	height := func(n int) float64 {
+		if n == 0 {
+			return 0
+		}
+		return math.Max(2, float64(n)*scale)
 	}
 
 	plotBottom := plotTop + laneHeight*len(rs)
-	height := plotBottom + axisHeight
+	total := plotBottom + axisHeight
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n")
-	fmt.Fprintf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"13\">\n", svgWidth, height, svgWidth, height)
+	fmt.Fprintf(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"13\">\n", svgWidth, total, svgWidth, total)
 	title := fmt.Sprintf("sluice simulate: limit %d per %s (token_bucket burst %d; leaky_bucket queue %d, max_wait %s)",
 		p.Limit, shortDuration(p.Window), tb.Burst, lb.Queue, shortDuration(lb.MaxWait))
 	fmt.Fprintf(&b, "<title>%s</title>\n", escape(title))
-	fmt.Fprintf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", svgWidth, height)
+	fmt.Fprintf(&b, "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", svgWidth, total)
 	fmt.Fprintf(&b, "<text x=\"12\" y=\"24\" font-size=\"15\" font-weight=\"bold\">%s</text>\n", escape(title))
-	// Window boundaries are all drawn when they are far enough apart to tell
-	// apart, else only the labelled ones.
-	drawAll := float64(plotWidth)/float64(windows) >= minGap
-	boundaries := "window boundaries every " + shortDuration(p.Window)
-	if !drawAll {
-		boundaries = fmt.Sprintf("one window boundary in %d (every %s)", step, shortDuration(time.Duration(step)*p.Window))
+	boundaries := "dashed lines: window boundaries every " + shortDuration(p.Window)
+	drawBoundaries := float64(p.Window)/float64(span)*plotWidth >= minGap
+	if !drawBoundaries {
+		boundaries = "window boundaries (every " + shortDuration(p.Window) + ") too close together to draw"
 	}
 	fmt.Fprintf(&b, "<text x=\"12\" y=\"44\" font-size=\"11\" fill=\"#555555\">%s</text>\n", escape(fmt.Sprintf(
-		"bar height: requests reaching the upstream per %s slice (tallest: %d); dashed lines: %s",
-		shortDuration(approx(span/bins)), most, boundaries)))
+		"one bar per %s slice, all on one scale (tallest: %d up, %d down); %s",
+		shortDuration(tl.Slice), mostUp, mostDown, boundaries)))
+
+	// The legend names the colours.
+	fmt.Fprintf(&b, "<g class=\"legend\" font-size=\"12\">\n")
+	lx := 12
+	for _, item := range []struct{ colour, text string }{
+		{colourAdmitted, "reached the upstream at once"},
+		{colourQueued, "reached the upstream after waiting in the queue"},
+		{colourRejected, "rejected (429), drawn below the line"},
+	} {
+		fmt.Fprintf(&b, "<g class=\"legend-item\"><rect x=\"%d\" y=\"58\" width=\"14\" height=\"14\" fill=\"%s\"/><text x=\"%d\" y=\"70\">%s</text></g>\n",
+			lx, item.colour, lx+20, escape(item.text))
+		lx += 20 + 7*len(item.text) + 28
+	}
+	fmt.Fprintf(&b, "</g>\n")
 
 	// Lane backgrounds go first so boundaries and bars are drawn over them.
 	fmt.Fprintf(&b, "<g class=\"backgrounds\">\n")
@@ -118,46 +127,73 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 	}
 	fmt.Fprintf(&b, "</g>\n")
 
-	// Axis labels stand on every step-th boundary.
 	fmt.Fprintf(&b, "<g class=\"boundaries\" stroke=\"#9aa5b1\" stroke-width=\"1\">\n")
-	for k := int64(0); k <= windows; k++ {
-		if !drawAll && k%step != 0 {
-			continue
+	if drawBoundaries {
+		for t := (tl.Start + p.Window - 1) / p.Window * p.Window; t <= tl.End(); t += p.Window {
+			bx := x(t)
+			fmt.Fprintf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke-dasharray=\"4 3\"/>\n", bx, plotTop, bx, plotBottom)
 		}
-		bx := x(time.Duration(k) * p.Window)
-		fmt.Fprintf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke-dasharray=\"4 3\"/>\n", bx, plotTop, bx, plotBottom)
 	}
-	fmt.Fprintf(&b, "</g>\n")
-	fmt.Fprintf(&b, "<g class=\"axis\">\n")
-	fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333333\"/>\n", labelWidth, plotBottom, labelWidth+plotWidth, plotBottom)
-	for k := int64(0); k <= windows; k += step {
-		bx := x(time.Duration(k) * p.Window)
-		fmt.Fprintf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333333\"/>\n", bx, plotBottom, bx, plotBottom+5)
-		fmt.Fprintf(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">%s</text>\n", bx, plotBottom+18, escape(shortDuration(time.Duration(k)*p.Window)))
-	}
-	fmt.Fprintf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555555\">time since the origin (a window boundary)</text>\n", labelWidth+plotWidth/2, plotBottom+40)
 	fmt.Fprintf(&b, "</g>\n")
 
+	every := tl.labelEvery()
+	fmt.Fprintf(&b, "<g class=\"axis\">\n")
+	fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#333333\"/>\n", labelWidth, plotBottom, labelWidth+plotWidth, plotBottom)
+	for t := (tl.Start + every - 1) / every * every; t <= tl.End(); t += every {
+		bx := x(t)
+		fmt.Fprintf(&b, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#333333\"/>\n", bx, plotBottom, bx, plotBottom+5)
+		fmt.Fprintf(&b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\">%s</text>\n", bx, plotBottom+18, escape(tl.label(t, every)))
+	}
+	caption := "time since the origin (a window boundary)"
+	if tl.Clock {
+		caption = "time (UTC) on " + tl.Origin.Add(tl.Start).UTC().Format("2006-01-02")
+	}
+	fmt.Fprintf(&b, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" font-size=\"11\" fill=\"#555555\">%s</text>\n", labelWidth+plotWidth/2, plotBottom+40, escape(caption))
+	fmt.Fprintf(&b, "</g>\n")
+
+	sw := float64(plotWidth) / float64(tl.Slices)
+	bw := sw
+	if sw >= 3 {
+		bw = sw - 1 // a gap between neighbours
+	}
 	for i, r := range rs {
 		top := plotTop + i*laneHeight
-		base := top + laneHeight - 6
+		base := float64(top + 8 + upRoom)
 		fmt.Fprintf(&b, "<g class=\"lane\" id=\"lane-%s\">\n", escape(r.Algorithm))
-		fmt.Fprintf(&b, "<text x=\"12\" y=\"%d\" font-weight=\"bold\">%s</text>\n", top+24, escape(r.Algorithm))
-		fmt.Fprintf(&b, "<text x=\"12\" y=\"%d\" font-size=\"11\" fill=\"#555555\">%d accepted, %d rejected, %d queued, peak %d</text>\n",
-			top+42, r.Accepted, r.Rejected, r.Queued, r.Peak)
-		fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#c8d0d8\"/>\n", labelWidth, base, labelWidth+plotWidth, base)
-		for k, bn := range lanes[i] {
-			if bn.n == 0 {
+		fmt.Fprintf(&b, "<text x=\"12\" y=\"%d\" font-weight=\"bold\">%s</text>\n", top+28, escape(r.Algorithm))
+		fmt.Fprintf(&b, "<text x=\"12\" y=\"%d\" font-size=\"11\" fill=\"#555555\">%d accepted (%d queued), %d rejected</text>\n",
+			top+46, r.Accepted, r.Queued, r.Rejected)
+		more := fmt.Sprintf("peak %d per %s", r.Peak, shortDuration(p.Window))
+		if r.ConsumersLimited > 0 || r.MostLimited != nil {
+			more += fmt.Sprintf(", %d consumers limited", r.ConsumersLimited)
+		}
+		fmt.Fprintf(&b, "<text x=\"12\" y=\"%d\" font-size=\"11\" fill=\"#555555\">%s</text>\n", top+62, escape(more))
+		fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%.0f\" x2=\"%d\" y2=\"%.0f\" stroke=\"#8a96a3\"/>\n", labelWidth, base, labelWidth+plotWidth, base)
+		for k, s := range r.Lane {
+			if s == (Slice{}) {
 				continue
 			}
-			// Even a single request gets a visible bar.
-			h := math.Max(2, barMax*float64(bn.n)/float64(most))
-			when := "at " + shortDuration(bn.first)
-			if bn.last != bn.first {
-				when = "from " + shortDuration(bn.first) + " to " + shortDuration(bn.last)
+			bx := labelWidth + float64(k)*sw
+			from := tl.Start + time.Duration(k)*tl.Slice
+			when := tl.label(from, tl.Slice) + " to " + tl.label(from+tl.Slice, tl.Slice)
+			tip := fmt.Sprintf("%s: %d at once, %d after waiting, %d rejected", when, s.Admitted, s.Queued, s.Rejected)
+			up := base
+			for _, part := range []struct {
+				n      int
+				colour string
+			}{{s.Admitted, colourAdmitted}, {s.Queued, colourQueued}} {
+				if part.n == 0 {
+					continue
+				}
+				h := height(part.n)
+				up -= h
+				fmt.Fprintf(&b, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s</title></rect>\n",
+					bx, up, bw, h, part.colour, escape(tip))
 			}
-			fmt.Fprintf(&b, "<rect class=\"bar\" x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"#2f6fb0\"><title>%d left %s</title></rect>\n",
-				labelWidth+k*binPixels, float64(base)-h, binPixels, h, bn.n, escape(when))
+			if s.Rejected > 0 {
+				fmt.Fprintf(&b, "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"><title>%s</title></rect>\n",
+					bx, base+1, bw, height(s.Rejected), colourRejected, escape(tip))
+			}
 		}
 		fmt.Fprintf(&b, "</g>\n")
 	}
@@ -166,6 +202,23 @@ func WriteSVG(w io.Writer, p Params, rs []Result) error {
 		return fmt.Errorf("writing svg: %w", err)
 	}
 	return nil
+}
+
+// label names the instant at offset t on an axis whose marks stand every
+// apart: an offset such as "1m30s", or for a replayed log a UTC clock time
+// with the precision the spacing needs.
+func (t *Timeline) label(at, apart time.Duration) string {
+	if !t.Clock {
+		return shortDuration(at)
+	}
+	c := t.Origin.Add(at).UTC()
+	switch {
+	case apart%time.Minute == 0:
+		return c.Format("15:04")
+	case apart%time.Second == 0:
+		return c.Format("15:04:05")
+	}
+	return c.Format("15:04:05.000")
 }
 
 // niceSteps are the label spacings that read well on a time axis.
@@ -179,32 +232,6 @@ var niceSteps = []time.Duration{
 	24 * time.Hour, 48 * time.Hour, 7 * 24 * time.Hour,
 }
 
-// labelStep returns how many windows apart the axis labels stand so that at
-// most maxLabels intervals span the given windows: a round duration when one
-// is a multiple of window and not much wider than needed, else 1, 2 or 5
-// times a power of ten windows.
-func labelStep(window time.Duration, windows int64) int64 {
-	need := max((windows+maxLabels-1)/maxLabels, 1)
-	for _, d := range niceSteps {
-		if d%window != 0 {
-			continue
-		}
-		if k := int64(d / window); k >= need {
-			if k <= 3*need {
-				return k
-			}
-			break
-		}
-	}
-	for k := int64(1); ; k *= 10 {
-		for _, m := range []int64{1, 2, 5} {
-			if k*m >= need {
-				return k * m
-			}
-		}
-	}
-}
-
 // shortDuration formats d like time.Duration.String without the zero
 // trailing units: "1m" rather than "1m0s", "2h" rather than "2h0m0s".
 func shortDuration(d time.Duration) string {
@@ -216,15 +243,6 @@ func shortDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// approx rounds d to three significant digits, for a legend.
-func approx(d time.Duration) time.Duration {
-	unit := time.Duration(1)
-	for d/unit >= 1000 {
-		unit *= 10
-	}
-	return d.Round(unit)
 }
 
 func escape(s string) string {

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/routes"
@@ -164,15 +165,31 @@ func runServe(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// loadSimPolicy takes the simulator's parameters from a policy of a config.
-func loadSimPolicy(file, name string) (simulate.Params, error) {
+// loadSimPolicy takes the simulator's parameters from a policy of a config,
+// with its key list and its place among the limits of each route that
+// lists it, so that a replayed access log is keyed as the gateway keyed it.
+func loadSimPolicy(file, name string) (simulate.Policy, error) {
 	cfg, err := routes.Load(file)
 	if err != nil {
-		return simulate.Params{}, err
+		return simulate.Policy{}, err
 	}
 	p, ok := cfg.Policies[name]
 	if !ok {
-		return simulate.Params{}, fmt.Errorf("%s: no policy %q", file, name)
+		return simulate.Policy{}, fmt.Errorf("%s: no policy %q", file, name)
 	}
-	return simulate.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst, Queue: p.Queue, MaxWait: p.MaxWait}, nil
+	sp := simulate.Policy{Params: simulate.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst, Queue: p.Queue, MaxWait: p.MaxWait}}
+	for _, rt := range cfg.Table.Routes {
+		for i, l := range rt.Limits {
+			if l.Policy.Name != name {
+				continue
+			}
+			if sp.Slots == nil {
+				sp.Slots = make(map[string]int)
+			}
+			sp.Slots[rt.Name] = i
+			// Every route that lists a policy keys it alike.
+			sp.Key = strings.Split(l.Key.String(), "|")
+		}
+	}
+	return sp, nil
 }

@@ -1,0 +1,399 @@
+package simulate
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// Request is one request of the traffic: when it arrives, as an offset from
+// the traffic's origin, and which consumer sends it.
+type Request struct {
+	At       time.Duration
+	Consumer int32 // index into Traffic.Keys
+}
+
+// Traffic is what a simulation replays: requests in order of arrival, the
+// consumers' key values and the instant offset 0 stands for.
+type Traffic struct {
+	// Origin is the instant offset 0 stands for, a window boundary.
+	Origin time.Time
+	// Keys are the consumers' bucket keys, as the gateway would build
+	// them; Request.Consumer indexes it.
+	Keys []string
+	// Requests are sorted by At (see Sort); requests with equal At are
+	// decided in their order here.
+	Requests []Request
+	// Clock says the origin is a real instant (a replayed log), so times
+	// read best as clock times rather than offsets.
+	Clock bool
+}
+
+// Sort puts the requests in order of arrival, keeping the order of
+// requests that arrive together.
+func (t *Traffic) Sort() {
+	if !slices.IsSortedFunc(t.Requests, byArrival) {
+		slices.SortStableFunc(t.Requests, byArrival)
+	}
+}
+
+func byArrival(a, b Request) int { return cmp.Compare(a.At, b.At) }
+
+// Result is what one algorithm made of the traffic.
+type Result struct {
+	Algorithm string `json:"algorithm"`
+	// Accepted counts the requests that reached the upstream, at once or
+	// after waiting in the leaky_bucket queue.
+	Accepted int `json:"accepted"`
+	Rejected int `json:"rejected"`
+	// Queued counts the accepted requests that waited first.
+	Queued int `json:"queued"`
+	// Peak is the most requests reaching the upstream, counted when they
+	// leave, in any half-open interval (t - Window, t], all consumers
+	// together: the load the upstream sees.
+	Peak int `json:"peak"`
+	// Departures are the offsets at which the accepted requests left for
+	// the upstream, in order; kept only when Options.Departures asks.
+	Departures []time.Duration `json:"-"`
+	// ConsumersLimited counts the consumers that had at least one request
+	// rejected; MostLimited are up to ten of them that had the most, most
+	// first. Both are filled only when Options.Consumers asks.
+	ConsumersLimited int        `json:"-"`
+	MostLimited      []Consumer `json:"-"`
+	// Lane is the algorithm's row of the timeline, when Options.Timeline
+	// asks for one.
+	Lane []Slice `json:"-"`
+}
+
+// Consumer is one consumer's share of an algorithm's result.
+type Consumer struct {
+	Key      string
+	Requests int
+	Rejected int
+}
+
+// Slice is what happened in one time slice of the timeline.
+type Slice struct {
+	// Admitted counts requests that reached the upstream at once.
+	Admitted int
+	// Queued counts requests that reached the upstream in this slice
+	// after waiting in the leaky_bucket queue (counted when they leave).
+	Queued int
+	// Rejected counts requests rejected in this slice (counted when they
+	// arrive).
+	Rejected int
+}
+
+// Options choose what a simulation records beyond the counts.
+type Options struct {
+	// Algorithms to run, in this order; nil means ratelimit.Algorithms.
+	Algorithms []ratelimit.Algorithm
+	// Departures keeps every accepted request's departure in the result.
+	Departures bool
+	// Consumers counts rejections per consumer.
+	Consumers bool
+	// Timeline, when set, counts every result's requests in its slices.
+	Timeline *Timeline
+	// Accuracy, when set, compares sliding_window_counter with
+	// sliding_window_log request by request; both must be among
+	// Algorithms.
+	Accuracy *Accuracy
+}
+
+// maxKeysFloor is the least bucket bound a simulation's store gets, so
+// that eviction never changes a result: the store's default.
+const maxKeysFloor = 1_000_000
+
+// Simulate sends the traffic through each algorithm with p's settings on
+// the gateway's memory store, each algorithm with its own buckets, one per
+// consumer. It is a pure function of its arguments: the clock is virtual.
+func Simulate(p Params, tr *Traffic, o Options) ([]Result, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	algs := o.Algorithms
+	if algs == nil {
+		algs = ratelimit.Algorithms
+	}
+	policies := make([]*ratelimit.Policy, len(algs))
+	for i, a := range algs {
+		pol, err := p.policy(a)
+		if err != nil {
+			return nil, err
+		}
+		policies[i] = pol
+	}
+	nc := len(tr.Keys)
+	for _, r := range tr.Requests {
+		if r.Consumer < 0 || int(r.Consumer) >= nc {
+			return nil, fmt.Errorf("request at %s: consumer %d of %d", r.At, r.Consumer, nc)
+		}
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{
+		SweepInterval: -1,
+		MaxKeys:       max(maxKeysFloor, 2*len(algs)*nc),
+	})
+	defer store.Close()
+
+	type lane struct {
+		res      Result
+		pol      *ratelimit.Policy
+		reqs     [1]ratelimit.Request
+		peak     window
+		pending  heap // leaky_bucket departures still ahead
+		rejected []int32
+		slices   []Slice
+	}
+	lanes := make([]*lane, len(policies))
+	counter, exact := -1, -1
+	for i, pol := range policies {
+		l := &lane{res: Result{Algorithm: pol.Algorithm.String()}, pol: pol, peak: window{span: int64(p.Window)}}
+		if o.Departures {
+			l.res.Departures = make([]time.Duration, 0, min(len(tr.Requests), 1024))
+		}
+		if o.Consumers {
+			l.rejected = make([]int32, nc)
+		}
+		if o.Timeline != nil {
+			l.slices = make([]Slice, o.Timeline.Slices)
+		}
+		switch pol.Algorithm {
+		case ratelimit.SlidingWindowCounter:
+			counter = i
+		case ratelimit.SlidingWindowLog:
+			exact = i
+		}
+		lanes[i] = l
+	}
+	acc := o.Accuracy
+	if acc != nil {
+		if counter < 0 || exact < 0 {
+			return nil, fmt.Errorf("measuring accuracy needs sliding_window_counter and sliding_window_log")
+		}
+		*acc = Accuracy{Limit: p.Limit, Window: p.Window, Requests: len(tr.Requests), Consumers: nc, Origin: tr.Origin, Clock: tr.Clock}
+	}
+	var admits []Request // sliding_window_counter's, for its worst window
+	tl := o.Timeline
+	// leave records a departure, in order of time.
+	leave := func(l *lane, at int64, queued bool) {
+		l.res.Peak = max(l.res.Peak, l.peak.add(at))
+		if o.Departures {
+			l.res.Departures = append(l.res.Departures, time.Duration(at))
+		}
+		if tl != nil {
+			s := &l.slices[tl.index(time.Duration(at))]
+			if queued {
+				s.Queued++
+			} else {
+				s.Admitted++
+			}
+		}
+	}
+
+	ctx := context.Background()
+	var out [1]ratelimit.Decision
+	var allowed [2]bool
+	for _, rq := range tr.Requests {
+		now := tr.Origin.Add(rq.At)
+		at := int64(rq.At)
+		key := tr.Keys[rq.Consumer]
+		for i, l := range lanes {
+			for len(l.pending) > 0 && l.pending[0] <= at {
+				leave(l, l.pending.pop(), true)
+			}
+			l.reqs[0] = ratelimit.Request{Policy: l.pol, Key: key}
+			if err := store.Decide(ctx, now, l.reqs[:], out[:]); err != nil {
+				return nil, fmt.Errorf("deciding %s at %s: %w", l.res.Algorithm, rq.At, err)
+			}
+			d := &out[0]
+			switch i {
+			case counter:
+				allowed[0] = d.Allowed
+			case exact:
+				allowed[1] = d.Allowed
+			}
+			if !d.Allowed {
+				l.res.Rejected++
+				if l.rejected != nil {
+					l.rejected[rq.Consumer]++
+				}
+				if tl != nil {
+					l.slices[tl.index(rq.At)].Rejected++
+				}
+				continue
+			}
+			l.res.Accepted++
+			if d.Delay > 0 {
+				l.res.Queued++
+				l.pending.push(at + int64(d.Delay))
+				continue
+			}
+			leave(l, at, false)
+		}
+		if acc != nil {
+			acc.add(allowed[0], allowed[1])
+			if allowed[0] {
+				admits = append(admits, rq)
+			}
+		}
+	}
+	results := make([]Result, len(lanes))
+	for i, l := range lanes {
+		for len(l.pending) > 0 {
+			leave(l, l.pending.pop(), true)
+		}
+		if o.Consumers {
+			l.res.ConsumersLimited, l.res.MostLimited = mostLimited(tr, l.rejected, 10)
+		}
+		l.res.Lane = l.slices
+		results[i] = l.res
+	}
+	if acc != nil {
+		acc.worst(admits, tr)
+	}
+	return results, nil
+}
+
+// mostLimited counts the consumers with a rejection and returns the n with
+// the most, most first; ties go by key.
+func mostLimited(tr *Traffic, rejected []int32, n int) (int, []Consumer) {
+	var ids []int32
+	for c, r := range rejected {
+		if r > 0 {
+			ids = append(ids, int32(c))
+		}
+	}
+	slices.SortFunc(ids, func(a, b int32) int {
+		if c := cmp.Compare(rejected[b], rejected[a]); c != 0 {
+			return c
+		}
+		return cmp.Compare(tr.Keys[a], tr.Keys[b])
+	})
+	top := ids[:min(n, len(ids))]
+	if len(top) == 0 {
+		return 0, nil
+	}
+	requests := make(map[int32]int, len(top))
+	for _, c := range top {
+		requests[c] = 0
+	}
+	for _, r := range tr.Requests {
+		if _, ok := requests[r.Consumer]; ok {
+			requests[r.Consumer]++
+		}
+	}
+	out := make([]Consumer, len(top))
+	for i, c := range top {
+		out[i] = Consumer{Key: tr.Keys[c], Requests: requests[c], Rejected: int(rejected[c])}
+	}
+	return len(ids), out
+}
+
+// window counts departures fed in order of time within the last span:
+// the half-open interval (t - span, t] at the latest departure t.
+type window struct {
+	span int64
+	ring []int64
+	head int // index of the oldest
+	n    int
+}
+
+// add records a departure at t, no earlier than the last, and returns how
+// many departures (t - span, t] holds.
+func (w *window) add(t int64) int {
+	for w.n > 0 && w.ring[w.head] <= t-w.span {
+		w.head = (w.head + 1) % len(w.ring)
+		w.n--
+	}
+	if w.n == len(w.ring) {
+		grown := make([]int64, max(16, 2*len(w.ring)))
+		for i := range w.n {
+			grown[i] = w.ring[(w.head+i)%len(w.ring)]
+		}
+		w.ring, w.head = grown, 0
+	}
+	w.ring[(w.head+w.n)%len(w.ring)] = t
+	w.n++
+	return w.n
+}
+
+// heap is a binary min-heap of departure times.
+type heap []int64
+
+func (h *heap) push(t int64) {
+	*h = append(*h, t)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p] <= s[i] {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+func (h *heap) pop() int64 {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(s) && s[l] < s[m] {
+			m = l
+		}
+		if r < len(s) && s[r] < s[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// Run sends the arrivals, in order of offset (groups with equal offsets in
+// the order given), through every algorithm in ratelimit.Algorithms order,
+// each with its own bucket for one consumer, and returns one Result per
+// algorithm with its departures. It is a pure function of its arguments.
+func Run(p Params, arrivals []Arrival) ([]Result, error) {
+	tr, err := FromArrivals(p.Window, arrivals)
+	if err != nil {
+		return nil, err
+	}
+	return Simulate(p, tr, Options{Departures: true})
+}
+
+// FromArrivals makes the traffic of an -at pattern: one consumer, the
+// origin at a window boundary.
+func FromArrivals(window time.Duration, arrivals []Arrival) (*Traffic, error) {
+	total := 0
+	for _, a := range arrivals {
+		if a.Count < 0 {
+			return nil, fmt.Errorf("arrival %d@%s: count must be >= 0", a.Count, a.Offset)
+		}
+		if a.Offset < 0 {
+			return nil, fmt.Errorf("arrival %d@%s: offset must be >= 0", a.Count, a.Offset)
+		}
+		if total += a.Count; total > MaxRequests {
+			return nil, fmt.Errorf("simulating more than %d requests", MaxRequests)
+		}
+	}
+	tr := &Traffic{Origin: Origin(window), Keys: []string{"simulate"}, Requests: make([]Request, 0, total)}
+	for _, a := range arrivals {
+		for range a.Count {
+			tr.Requests = append(tr.Requests, Request{At: a.Offset})
+		}
+	}
+	tr.Sort()
+	return tr, nil
+}

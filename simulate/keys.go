@@ -1,0 +1,203 @@
+package simulate
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+// keySource is one entry of a policy's key list, read from a log line
+// rather than a live request.
+type keySource struct {
+	text string // as written, for messages
+	kind sourceKind
+	name string // canonical header name, query parameter
+}
+
+type sourceKind uint8
+
+const (
+	srcIP sourceKind = iota + 1
+	srcRoute
+	srcMethod
+	srcPath
+	srcGlobal
+	srcHeader
+	srcQuery
+	srcCookie
+	srcJSON
+)
+
+// parseKey compiles a key list such as ["header:X-API-Key", "ip"], with the
+// syntax the gateway's config takes.
+func parseKey(list []string) ([]keySource, error) {
+	if len(list) == 0 {
+		return nil, fmt.Errorf("no key sources, want a list like ip or header:X-API-Key,ip")
+	}
+	out := make([]keySource, 0, len(list))
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		src := keySource{text: s}
+		switch s {
+		case "ip":
+			src.kind = srcIP
+		case "route":
+			src.kind = srcRoute
+		case "method":
+			src.kind = srcMethod
+		case "path":
+			src.kind = srcPath
+		case "global":
+			src.kind = srcGlobal
+		default:
+			typ, name, ok := strings.Cut(s, ":")
+			if !ok || name == "" {
+				return nil, unknownSource(s)
+			}
+			switch typ {
+			case "header":
+				src.kind, src.name = srcHeader, textproto.CanonicalMIMEHeaderKey(name)
+			case "query":
+				src.kind, src.name = srcQuery, name
+			case "cookie":
+				src.kind, src.name = srcCookie, name
+			case "json":
+				src.kind, src.name = srcJSON, name
+			default:
+				return nil, unknownSource(s)
+			}
+		}
+		out = append(out, src)
+	}
+	return out, nil
+}
+
+func unknownSource(s string) error {
+	return fmt.Errorf("unknown key source %q (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)", s)
+}
+
+// logged is what one access log line says about a request, as far as key
+// sources can use it. Strings may point into the line being read.
+type logged struct {
+	client    netip.Addr
+	route     string
+	method    string
+	path      string
+	rawQuery  string
+	userAgent string
+	referer   string
+	hasQuery  bool // the format records the query string (nginx's $request)
+	hasAgent  bool // the format records User-Agent and Referer (combined)
+}
+
+// readable reports whether a log of this kind records the source's value.
+// Sources it does not record take the empty value, as a missing source does
+// in the gateway.
+func (s keySource) readable(l *logged) bool {
+	switch s.kind {
+	case srcIP, srcRoute, srcMethod, srcPath, srcGlobal:
+		return true
+	case srcQuery:
+		return l.hasQuery
+	case srcHeader:
+		return l.hasAgent && (s.name == "User-Agent" || s.name == "Referer")
+	}
+	return false
+}
+
+// appendKey appends the bucket's key values for l, joined by '|' in the
+// order of the key list, as the gateway writes them: the VALUE format of
+// GET /v1/limits and of the access log's keys.
+func appendKey(dst []byte, key []keySource, l *logged) []byte {
+	start := len(dst)
+	for i, s := range key {
+		if i > 0 {
+			dst = append(dst, '|')
+		}
+		switch s.kind {
+		case srcIP:
+			dst = appendClient(dst, l.client)
+		case srcRoute:
+			dst = append(dst, l.route...)
+		case srcMethod:
+			dst = append(dst, l.method...)
+		case srcPath:
+			dst = append(dst, l.path...)
+		case srcGlobal:
+			dst = append(dst, "global"...)
+		case srcQuery:
+			dst = appendQuery(dst, l.rawQuery, s.name)
+		case srcHeader:
+			switch {
+			case !l.hasAgent:
+			case s.name == "User-Agent":
+				dst = append(dst, l.userAgent...)
+			case s.name == "Referer":
+				dst = append(dst, l.referer...)
+			}
+		}
+	}
+	// The gateway keeps long key values as their digest.
+	if len(dst)-start > maxKeyLen {
+		sum := sha256.Sum256(dst[start:])
+		dst = append(dst[:start], "sha256:"...)
+		dst = hex.AppendEncode(dst, sum[:])
+	}
+	return dst
+}
+
+// maxKeyLen is the gateway's bound on a bucket key's length.
+const maxKeyLen = 256
+
+// appendClient writes an IPv4 client as itself and an IPv6 client as its
+// /64, as the gateway's ip source does.
+func appendClient(dst []byte, a netip.Addr) []byte {
+	a = a.Unmap().WithZone("")
+	switch {
+	case !a.IsValid():
+		return dst
+	case a.Is4():
+		return a.AppendTo(dst)
+	}
+	p, _ := a.Prefix(64)
+	return p.AppendTo(dst)
+}
+
+// appendQuery writes the first value of parameter name in raw, decoding it
+// when it is escaped, as the gateway's query source does.
+func appendQuery(dst []byte, raw, name string) []byte {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, v, _ := strings.Cut(kv, "=")
+		if k != name {
+			if !strings.ContainsAny(k, "%+") {
+				continue
+			}
+			if uk, err := url.QueryUnescape(k); err != nil || uk != name {
+				continue
+			}
+		}
+		if strings.ContainsAny(v, "%+") {
+			uv, err := url.QueryUnescape(v)
+			if err != nil {
+				return dst
+			}
+			return append(dst, uv...)
+		}
+		return append(dst, v...)
+	}
+	return dst
+}
+
+// Digest is a short stable name for a consumer key that does not show the
+// key: the first 12 hex digits of its SHA-256. Keys with few possible
+// values, such as IPv4 addresses, can be found from it by trying them all.
+func Digest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
+}

@@ -1,0 +1,519 @@
+package simulate
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Log formats ReadLog recognises.
+const (
+	FormatSluice   = "sluice JSON access log"
+	FormatCombined = "nginx combined log"
+)
+
+// maxLine bounds one log line; a longer one is a bad line.
+const maxLine = 1 << 20
+
+// ReplayOptions say how a log's requests map onto the policy's buckets.
+type ReplayOptions struct {
+	// Key is the policy's key list, such as ["header:X-API-Key", "ip"].
+	Key []string
+	// Slots maps each route that lists the policy to the policy's place
+	// among the route's limits: the index of its value in the keys field
+	// that sluice logs with log_keys. A line of another route is left out
+	// when Slots is not empty; a line that carries its keys is keyed by
+	// them rather than by Key.
+	Slots map[string]int
+}
+
+// BadLine is a line ReadLog could not read, and why.
+type BadLine struct {
+	Line   int
+	Reason string
+}
+
+// LogReport says what ReadLog made of a log.
+type LogReport struct {
+	// Format is FormatSluice or FormatCombined; "" when no line could be
+	// read.
+	Format string
+	// Lines counts every line, blank ones included.
+	Lines int
+	// Requests counts the lines replayed.
+	Requests int
+	// Bad lists the lines that could not be read.
+	Bad []BadLine
+	// NotRequests counts sluice log lines that are not access lines
+	// (startup, reload, errors); OtherRoutes those of routes that do not
+	// list the policy; Blank the empty lines.
+	NotRequests int
+	OtherRoutes int
+	Blank       int
+	// LoggedKeys counts requests keyed by the keys the log carries.
+	LoggedKeys int
+	// Unrecorded lists the key sources the log does not record: they
+	// took the empty value on every request not keyed by logged keys.
+	Unrecorded []string
+}
+
+// ReadLog reads an access log, sluice's own JSON lines or nginx's combined
+// format, told apart by content (the first line that reads as either
+// decides), and returns its requests as traffic, keyed per consumer as the
+// policy's key list says. Requests arrive at the line's time, less the
+// duration sluice logged, so lines written when requests finished are
+// replayed in order of arrival; nginx's whole seconds are spread evenly
+// over the second. The origin is the hour of the first arrival (UTC).
+//
+// Lines that cannot be read are listed in the report, never dropped
+// silently. The error is non-nil only when reading r failed or the log
+// holds more than MaxTraffic requests.
+func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
+	key, err := parseKey(o.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &LogReport{}
+	tr := &Traffic{Clock: true}
+	ids := make(map[string]int32)
+	var arrivals []int64 // unix nanoseconds, one per request
+	var keyBuf []byte
+	dec := jsontext.NewDecoder(bytes.NewReader(nil))
+	var src bytes.Reader
+	var l line
+	unrecorded := make([]bool, len(key))
+
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		text, tooLong, err := readLine(br)
+		if len(text) == 0 && !tooLong && err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return nil, nil, fmt.Errorf("reading line %d: %w", rep.Lines+1, err)
+		}
+		rep.Lines++
+		if tooLong {
+			rep.Bad = append(rep.Bad, BadLine{rep.Lines, fmt.Sprintf("longer than %d bytes", maxLine)})
+			continue
+		}
+		text = bytes.TrimRight(text, "\r\n")
+		if len(bytes.TrimSpace(text)) == 0 {
+			rep.Blank++
+			continue
+		}
+		l = line{}
+		var perr error
+		format := rep.Format
+		switch {
+		case format == FormatSluice || format == "" && text[0] == '{':
+			src.Reset(text)
+			dec.Reset(&src)
+			perr = l.readSluice(dec)
+			format = FormatSluice
+		default:
+			perr = l.readCombined(text)
+			format = FormatCombined
+		}
+		if perr != nil {
+			reason := perr.Error()
+			if rep.Format == "" {
+				reason = "neither a sluice JSON log line nor nginx's combined format: " + reason
+			}
+			rep.Bad = append(rep.Bad, BadLine{rep.Lines, reason})
+			continue
+		}
+		rep.Format = format
+		if l.notRequest {
+			rep.NotRequests++
+			continue
+		}
+		slot, listed := o.Slots[l.route]
+		if len(o.Slots) > 0 && format == FormatSluice && !listed {
+			rep.OtherRoutes++
+			continue
+		}
+		if len(arrivals) >= MaxTraffic {
+			return nil, nil, fmt.Errorf("line %d: more than %d requests", rep.Lines, MaxTraffic)
+		}
+		keyBuf = keyBuf[:0]
+		if listed && l.keys != nil && slot >= 0 && slot < len(l.keys) {
+			keyBuf = append(keyBuf, l.keys[slot]...)
+			rep.LoggedKeys++
+		} else {
+			keyBuf = appendKey(keyBuf, key, &l.logged)
+			for i, s := range key {
+				if !s.readable(&l.logged) {
+					unrecorded[i] = true
+				}
+			}
+		}
+		id, ok := ids[string(keyBuf)]
+		if !ok {
+			id = int32(len(tr.Keys))
+			k := string(keyBuf)
+			ids[k] = id
+			tr.Keys = append(tr.Keys, k)
+		}
+		arrivals = append(arrivals, l.arrival)
+		tr.Requests = append(tr.Requests, Request{Consumer: id})
+	}
+	for i, u := range unrecorded {
+		if u {
+			rep.Unrecorded = append(rep.Unrecorded, key[i].text)
+		}
+	}
+	rep.Requests = len(tr.Requests)
+	if rep.Requests == 0 {
+		return tr, rep, nil
+	}
+	first := arrivals[0]
+	for _, a := range arrivals {
+		first = min(first, a)
+	}
+	tr.Origin = time.Unix(0, first).UTC().Truncate(time.Hour)
+	base := tr.Origin.UnixNano()
+	for i, a := range arrivals {
+		tr.Requests[i].At = time.Duration(a - base)
+	}
+	tr.Sort()
+	if rep.Format == FormatCombined {
+		spreadSeconds(tr.Requests)
+	}
+	return tr, rep, nil
+}
+
+// spreadSeconds spreads the requests logged in one whole second evenly over
+// it, in the order logged: nginx's $time_local has no finer resolution, and
+// bunching a second's requests at its start would show bursts that never
+// happened.
+func spreadSeconds(rs []Request) {
+	for i := 0; i < len(rs); {
+		j := i + 1
+		for j < len(rs) && rs[j].At == rs[i].At {
+			j++
+		}
+		n := time.Duration(j - i)
+		for k := i; k < j; k++ {
+			rs[k].At += time.Duration(k-i) * time.Second / n
+		}
+		i = j
+	}
+}
+
+// readLine returns the next line, without its end. A line longer than
+// maxLine is consumed and reported as too long.
+func readLine(br *bufio.Reader) ([]byte, bool, error) {
+	text, err := br.ReadSlice('\n')
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return text, false, err
+	}
+	long := append([]byte(nil), text...)
+	for errors.Is(err, bufio.ErrBufferFull) {
+		text, err = br.ReadSlice('\n')
+		if len(long) <= maxLine {
+			long = append(long, text...)
+		}
+	}
+	if len(bytes.TrimRight(long, "\r\n")) > maxLine {
+		return nil, true, ignoreEOF(err)
+	}
+	return long, false, err
+}
+
+func ignoreEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// line is one parsed log line.
+type line struct {
+	logged
+	arrival    int64    // unix nanoseconds
+	keys       []string // sluice's logged keys, nil when absent
+	notRequest bool     // a sluice log line other than an access line
+}
+
+// readSluice reads one line of sluice's JSON log: slog's time and msg, and
+// the access line's fields (see the README's Access log).
+func (l *line) readSluice(dec *jsontext.Decoder) error {
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != jsontext.KindBeginObject {
+		return errors.New("not a JSON object")
+	}
+	var when string
+	var msg, sawTime bool
+	duration := 0.0
+	for dec.PeekKind() != jsontext.KindEndObject {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return fmt.Errorf("not JSON: %v", shortErr(err))
+		}
+		field := name.String()
+		var dst *string
+		switch field {
+		case "time":
+			dst, sawTime = &when, true
+		case "msg":
+			var s string
+			if err := readString(dec, &s); err != nil {
+				return fmt.Errorf("msg: %v", err)
+			}
+			msg = true
+			l.notRequest = s != "request"
+			continue
+		case "route":
+			dst = &l.route
+		case "method":
+			dst = &l.method
+		case "path":
+			dst = &l.path
+		case "client_ip":
+			var s string
+			if err := readString(dec, &s); err != nil {
+				return fmt.Errorf("client_ip: %v", err)
+			}
+			// The gateway logs a request without an address as "invalid IP".
+			l.client, _ = netip.ParseAddr(s)
+			continue
+		case "duration_ms":
+			tok, err := dec.ReadToken()
+			if err != nil || tok.Kind() != jsontext.KindNumber {
+				return errors.New("duration_ms: want a number")
+			}
+			duration, _ = tok.Float()
+			if duration < 0 || duration > float64(24*time.Hour/time.Millisecond) {
+				return fmt.Errorf("duration_ms: %v out of range", duration)
+			}
+			continue
+		case "keys":
+			if err := l.readKeys(dec); err != nil {
+				return fmt.Errorf("keys: %v", err)
+			}
+			continue
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return fmt.Errorf("not JSON: %v", shortErr(err))
+			}
+			continue
+		}
+		if err := readString(dec, dst); err != nil {
+			return fmt.Errorf("%s: %v", field, err)
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("not JSON: %v", shortErr(err))
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one JSON value")
+	}
+	switch {
+	case !msg:
+		return errors.New("no msg: not a sluice log line")
+	case l.notRequest:
+		return nil
+	case !sawTime:
+		return errors.New("no time")
+	}
+	t, err := time.Parse(time.RFC3339Nano, when)
+	if err != nil {
+		return fmt.Errorf("time %q: want RFC 3339", truncate(when))
+	}
+	// The line is written when the request finishes.
+	l.arrival = t.UnixNano() - int64(duration*float64(time.Millisecond))
+	return nil
+}
+
+func readString(dec *jsontext.Decoder, dst *string) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return fmt.Errorf("not JSON: %v", shortErr(err))
+	}
+	if tok.Kind() != jsontext.KindString {
+		return errors.New("want a string")
+	}
+	*dst = tok.String()
+	return nil
+}
+
+func (l *line) readKeys(dec *jsontext.Decoder) error {
+	tok, err := dec.ReadToken()
+	if err != nil {
+		return fmt.Errorf("not JSON: %v", shortErr(err))
+	}
+	if tok.Kind() == jsontext.KindNull {
+		return nil
+	}
+	if tok.Kind() != jsontext.KindBeginArray {
+		return errors.New("want an array of strings")
+	}
+	l.keys = []string{}
+	for dec.PeekKind() != jsontext.KindEndArray {
+		var s string
+		if err := readString(dec, &s); err != nil {
+			return err
+		}
+		l.keys = append(l.keys, s)
+	}
+	_, err = dec.ReadToken()
+	return err
+}
+
+// shortErr keeps a decoder's message to its point.
+func shortErr(err error) string {
+	var se *jsontext.SyntacticError
+	if errors.As(err, &se) {
+		return se.Err.Error()
+	}
+	return err.Error()
+}
+
+// truncate keeps a value quoted in a message short.
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// readCombined reads one line of nginx's combined format:
+//
+//	$remote_addr - $remote_user [$time_local] "$request" $status $body_bytes_sent "$http_referer" "$http_user_agent"
+//
+// Fields nginx appends after these (as many setups do) are ignored.
+func (l *line) readCombined(text []byte) error {
+	s := string(text)
+	addr, s, ok := cutByte(s, ' ')
+	if !ok {
+		return errCombined
+	}
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return fmt.Errorf("remote_addr %q: not an IP address", truncate(addr))
+	}
+	l.client = a
+	// "- $remote_user [": the user holds no spaces in nginx's own logs.
+	if len(s) < 2 || s[0] != '-' || s[1] != ' ' {
+		return errCombined
+	}
+	if _, s, ok = cutByte(s[2:], ' '); !ok || len(s) == 0 || s[0] != '[' {
+		return errCombined
+	}
+	stamp, s, ok := cutByte(s[1:], ']')
+	if !ok {
+		return errCombined
+	}
+	t, err := time.Parse("02/Jan/2006:15:04:05 -0700", stamp)
+	if err != nil {
+		return fmt.Errorf("time_local %q: want 02/Jan/2006:15:04:05 -0700", truncate(stamp))
+	}
+	l.arrival = t.UnixNano()
+	request, s, err := quoted(s)
+	if err != nil {
+		return fmt.Errorf("request: %v", err)
+	}
+	status, s, _ := cutByte(trimSpace(s), ' ')
+	if n, err := strconv.Atoi(status); err != nil || n < 100 || n > 999 {
+		return fmt.Errorf("status %q: want a number", truncate(status))
+	}
+	_, s, _ = cutByte(trimSpace(s), ' ') // $body_bytes_sent
+	referer, s, err := quoted(s)
+	if err != nil {
+		return fmt.Errorf("http_referer: %v", err)
+	}
+	agent, _, err := quoted(s)
+	if err != nil {
+		return fmt.Errorf("http_user_agent: %v", err)
+	}
+	l.referer, l.userAgent = dash(referer), dash(agent)
+	l.hasAgent, l.hasQuery = true, true
+	// "$request" is "METHOD TARGET PROTOCOL"; a request nginx could not
+	// parse is logged as it came, often "-".
+	method, rest, _ := cutByte(request, ' ')
+	target, _, _ := cutByte(rest, ' ')
+	if target != "" {
+		l.method = method
+		l.path, l.rawQuery, _ = cutByte(target, '?')
+		l.path = unescapePath(l.path)
+	}
+	return nil
+}
+
+var errCombined = errors.New("not in nginx's combined format")
+
+// quoted reads a double-quoted field after optional spaces, undoing nginx's
+// \xHH and backslash escapes, and returns it and the rest.
+func quoted(s string) (string, string, error) {
+	s = trimSpace(s)
+	if len(s) == 0 || s[0] != '"' {
+		return "", "", errors.New("want a quoted field")
+	}
+	var b []byte
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			if b == nil {
+				return s[1:i], s[i+1:], nil
+			}
+			return string(b), s[i+1:], nil
+		case c == '\\' && i+1 < len(s):
+			if b == nil {
+				b = append([]byte(nil), s[1:i]...)
+			}
+			if s[i+1] == 'x' && i+3 < len(s) {
+				if v, err := strconv.ParseUint(s[i+2:i+4], 16, 8); err == nil {
+					b = append(b, byte(v))
+					i += 3
+					continue
+				}
+			}
+			b = append(b, s[i+1])
+			i++
+		case b != nil:
+			b = append(b, c)
+		}
+	}
+	return "", "", errors.New("unterminated quoted field")
+}
+
+// unescapePath percent-decodes a request path as the gateway's URL.Path
+// holds it; a malformed escape leaves the path as logged.
+func unescapePath(p string) string {
+	if u, err := url.PathUnescape(p); err == nil {
+		return u
+	}
+	return p
+}
+
+func dash(s string) string {
+	if s == "-" {
+		return ""
+	}
+	return s
+}
+
+func cutByte(s string, c byte) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == c {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
+}
+
+func trimSpace(s string) string {
+	for len(s) > 0 && s[0] == ' ' {
+		s = s[1:]
+	}
+	return s
+}

@@ -1,0 +1,185 @@
+package simulate
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// at10 is 10:00 on the day the test logs were written.
+var at10 = time.Date(2026, time.March, 9, 10, 0, 0, 0, time.UTC)
+
+func readLog(t *testing.T, log string, o ReplayOptions) (*Traffic, *LogReport) {
+	t.Helper()
+	tr, rep, err := ReadLog(strings.NewReader(log), o)
+	if err != nil {
+		t.Fatalf("got error %v, want none", err)
+	}
+	return tr, rep
+}
+
+// consumersOf lists each request's key and arrival since 10:00.
+func consumersOf(tr *Traffic) []string {
+	var out []string
+	for _, r := range tr.Requests {
+		out = append(out, tr.Keys[r.Consumer]+"@"+(tr.Origin.Add(r.At).Sub(at10)).String())
+	}
+	return out
+}
+
+func TestReadLogSluice(t *testing.T) {
+	t.Parallel()
+	const log = `{"time":"2026-03-09T10:00:00.5Z","level":"INFO","msg":"listening","addr":":8080"}
+{"time":"2026-03-09T10:00:01.100Z","level":"INFO","msg":"request","request_id":"a","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":100,"client_ip":"203.0.113.7"}
+{"time":"2026-03-09T10:00:01.050Z","level":"INFO","msg":"request","request_id":"b","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":0.5,"client_ip":"2001:db8::1"}
+not json
+{"time":"soon","msg":"request"}
+{"msg":"request","client_ip":"203.0.113.7"}
+
+{"time":"2026-03-09T10:00:02Z","level":"INFO","msg":"request","route":"api","method":"POST","path":"/v1/x","status":429,"duration_ms":1,"client_ip":"2001:db8::2","rejected_by":"p","nested":{"a":[1,{"b":null}]}}
+{"time":"2026-03-09T10:00:03Z","msg":"request","duration_ms":"slow"}
+{"time":"2026-03-09T10:00:03Z","msg":"request"} {"second":"value"}
+{"time":"2026-03-09T10:00:04Z","msg":"request","client_ip":"invalid IP"}
+`
+	tr, rep := readLog(t, log, ReplayOptions{Key: []string{"ip", "method"}})
+	// Arrival is the line's time less the duration: the first request
+	// arrived before the second though it was logged after.
+	want := []string{"203.0.113.7|GET@1s", "2001:db8::/64|GET@1.0495s", "2001:db8::/64|POST@1.999s", "|@4s"}
+	if got := consumersOf(tr); !slices.Equal(got, want) {
+		t.Errorf("got requests %q, want %q", got, want)
+	}
+	if !tr.Origin.Equal(at10) || !tr.Clock {
+		t.Errorf("got origin %v (clock %v), want %v on the clock", tr.Origin, tr.Clock, at10)
+	}
+	wantBad := []BadLine{
+		{4, "not a JSON object"},
+		{5, `time "soon": want RFC 3339`},
+		{6, "no time"},
+		{9, "duration_ms: want a number"},
+		{10, "more than one JSON value"},
+	}
+	if !slices.Equal(rep.Bad, wantBad) {
+		t.Errorf("got bad lines %v, want %v", rep.Bad, wantBad)
+	}
+	wantRep := LogReport{Format: FormatSluice, Lines: 11, Requests: 4, NotRequests: 1, Blank: 1}
+	rep.Bad = nil
+	if rep.Format != wantRep.Format || rep.Lines != wantRep.Lines || rep.Requests != wantRep.Requests ||
+		rep.NotRequests != wantRep.NotRequests || rep.Blank != wantRep.Blank || rep.Unrecorded != nil {
+		t.Errorf("got report %+v, want %+v", *rep, wantRep)
+	}
+}
+
+// TestReadLogPolicyRoutes replays a policy's routes only, keyed by the
+// keys the gateway logged when it logs them.
+func TestReadLogPolicyRoutes(t *testing.T) {
+	t.Parallel()
+	const log = `{"time":"2026-03-09T10:00:01Z","msg":"request","route":"orders","client_ip":"203.0.113.7","keys":["203.0.113.7","key-a"]}
+{"time":"2026-03-09T10:00:02Z","msg":"request","route":"search","client_ip":"203.0.113.7","keys":["203.0.113.7"]}
+{"time":"2026-03-09T10:00:03Z","msg":"request","route":"","client_ip":"203.0.113.8"}
+{"time":"2026-03-09T10:00:04Z","msg":"request","route":"login","client_ip":"203.0.113.9","keys":["key-b"]}
+{"time":"2026-03-09T10:00:05Z","msg":"request","route":"login","client_ip":"203.0.113.9"}
+`
+	o := ReplayOptions{Key: []string{"header:X-API-Key"}, Slots: map[string]int{"orders": 1, "login": 0}}
+	tr, rep := readLog(t, log, o)
+	want := []string{"key-a@1s", "key-b@4s", "@5s"}
+	if got := consumersOf(tr); !slices.Equal(got, want) {
+		t.Errorf("got requests %q, want %q", got, want)
+	}
+	if rep.OtherRoutes != 2 || rep.LoggedKeys != 2 {
+		t.Errorf("got %d lines of other routes and %d keyed by logged keys, want 2 and 2", rep.OtherRoutes, rep.LoggedKeys)
+	}
+	// The last line carries no keys, and the log has no headers.
+	if want := []string{"header:X-API-Key"}; !slices.Equal(rep.Unrecorded, want) {
+		t.Errorf("got unrecorded sources %q, want %q", rep.Unrecorded, want)
+	}
+}
+
+func TestReadLogCombined(t *testing.T) {
+	t.Parallel()
+	const log = `203.0.113.7 - - [09/Mar/2026:10:00:01 +0000] "GET /v1/items?api_key=abc&x=1 HTTP/1.1" 200 512 "-" "curl/8.5.0"
+203.0.113.7 - - [09/Mar/2026:10:00:01 +0000] "GET /v1/items?api%5Fkey=a%20b HTTP/1.1" 200 512 "-" "curl/8.5.0"
+203.0.113.7 - - [09/Mar/2026:10:00:01 +0000] "GET /v1/items HTTP/1.1" 200 512 "-" "curl/8.5.0"
+198.51.100.2 - bob [09/Mar/2026:11:00:02 +0100] "POST /v1/a%20b HTTP/2.0" 429 0 "https://e.com/\"q\"" "Mozilla \x22x\x22" "10.0.0.1"
+garbage
+198.51.100.2 - - [09/Mar/2026:10:00:03 +0000] "-" 400 0 "-" "-"
+198.51.100.2 - - [09/Mar/2026:10:00:03 +0000] "GET / HTTP/1.1" 200
+unix: - - [09/Mar/2026:10:00:03 +0000] "GET / HTTP/1.1" 200 1 "-" "-"
+198.51.100.2 - - [09/Mar/2026 10:00:03] "GET / HTTP/1.1" 200 1 "-" "-"
+`
+	tr, rep := readLog(t, log, ReplayOptions{Key: []string{"ip", "query:api_key", "path", "header:user-agent", "header:Referer"}})
+	// The three requests of 10:00:01 are spread over that second.
+	want := []string{
+		"203.0.113.7|abc|/v1/items|curl/8.5.0|@1s",
+		"203.0.113.7|a b|/v1/items|curl/8.5.0|@1.333333333s",
+		"203.0.113.7||/v1/items|curl/8.5.0|@1.666666666s",
+		`198.51.100.2||/v1/a b|Mozilla "x"|https://e.com/"q"@2s`,
+		"198.51.100.2||||@3s",
+	}
+	if got := consumersOf(tr); !slices.Equal(got, want) {
+		t.Errorf("got requests\n%q, want\n%q", got, want)
+	}
+	wantBad := []BadLine{
+		{5, "not in nginx's combined format"},
+		{7, "http_referer: want a quoted field"},
+		{8, `remote_addr "unix:": not an IP address`},
+		{9, `time_local "09/Mar/2026 10:00:03": want 02/Jan/2006:15:04:05 -0700`},
+	}
+	if !slices.Equal(rep.Bad, wantBad) {
+		t.Errorf("got bad lines %v, want %v", rep.Bad, wantBad)
+	}
+	if rep.Format != FormatCombined || rep.Requests != 5 || rep.Unrecorded != nil {
+		t.Errorf("got format %q, %d requests, unrecorded %q; want %q, 5, none", rep.Format, rep.Requests, rep.Unrecorded, FormatCombined)
+	}
+}
+
+// TestReadLogDetectsFormat: the first line that reads as either format
+// decides; lines before it are bad, not silently taken for the other.
+func TestReadLogDetectsFormat(t *testing.T) {
+	t.Parallel()
+	const log = `# a comment
+{"time":"2026-03-09T10:00:01Z","msg":"request","client_ip":"203.0.113.7"}
+203.0.113.7 - - [09/Mar/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 512 "-" "curl/8.5.0"
+`
+	_, rep := readLog(t, log, ReplayOptions{Key: []string{"ip"}})
+	want := []BadLine{{1, `neither a sluice JSON log line nor nginx's combined format: remote_addr "#": not an IP address`}, {3, "not a JSON object"}}
+	if rep.Format != FormatSluice || !slices.Equal(rep.Bad, want) {
+		t.Errorf("got format %q, bad lines %v; want %q, %v", rep.Format, rep.Bad, FormatSluice, want)
+	}
+}
+
+func TestReadLogLongLines(t *testing.T) {
+	t.Parallel()
+	long := `{"time":"2026-03-09T10:00:01Z","msg":"request","path":"/` + strings.Repeat("a", maxLine) + `"}`
+	ok := `{"time":"2026-03-09T10:00:02Z","msg":"request","client_ip":"203.0.113.7"}`
+	// A long key value is kept as its digest, as the gateway keeps it.
+	wide := `{"time":"2026-03-09T10:00:03Z","msg":"request","path":"/` + strings.Repeat("b", 300) + `"}`
+	tr, rep := readLog(t, long+"\n"+ok+"\n"+wide, ReplayOptions{Key: []string{"path"}})
+	if want := []BadLine{{1, "longer than 1048576 bytes"}}; !slices.Equal(rep.Bad, want) {
+		t.Errorf("got bad lines %v, want %v", rep.Bad, want)
+	}
+	if len(tr.Keys) != 2 || tr.Keys[0] != "" || !strings.HasPrefix(tr.Keys[1], "sha256:") || len(tr.Keys[1]) != 7+64 {
+		t.Errorf("got keys %q, want the empty path and a sha256: digest", tr.Keys)
+	}
+}
+
+func TestReadLogEmpty(t *testing.T) {
+	t.Parallel()
+	tr, rep := readLog(t, "\n\nnonsense\n", ReplayOptions{Key: []string{"ip"}})
+	if len(tr.Requests) != 0 || rep.Format != "" || len(rep.Bad) != 1 || rep.Bad[0].Line != 3 || rep.Lines != 3 {
+		t.Errorf("got %d requests, format %q, bad %v, %d lines; want none, none, line 3, 3", len(tr.Requests), rep.Format, rep.Bad, rep.Lines)
+	}
+}
+
+func TestParseKeyErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"", `unknown key source "" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)`},
+		{"client", `unknown key source "client" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)`},
+		{"header:", `unknown key source "header:" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)`},
+	} {
+		if _, err := parseKey(strings.Split(tc.in, ",")); err == nil || err.Error() != tc.want {
+			t.Errorf("parseKey(%q): got error %v, want %q", tc.in, err, tc.want)
+		}
+	}
+}
