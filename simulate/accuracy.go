@@ -22,6 +22,12 @@ type Accuracy struct {
 	// admitted.
 	WronglyAllowed int
 	WronglyLimited int
+	// CounterAdmitted and ExactAdmitted count the requests each admitted.
+	// Only admitted requests are counted, so once one decision differs
+	// the two hold different histories and later decisions may differ
+	// too; the totals show what that drift amounts to.
+	CounterAdmitted int
+	ExactAdmitted   int
 	// WorstAdmitted is the most requests the counter admitted for one
 	// consumer in any half-open interval (t - Window, t]: the log never
 	// admits more than Limit. WorstConsumer and WorstAt say whose window
@@ -60,6 +66,12 @@ func (a *Accuracy) Share(n int) float64 {
 }
 
 func (a *Accuracy) add(counter, exact bool) {
+	if counter {
+		a.CounterAdmitted++
+	}
+	if exact {
+		a.ExactAdmitted++
+	}
 	switch {
 	case counter && !exact:
 		a.WronglyAllowed++

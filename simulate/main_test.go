@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -175,5 +176,169 @@ func TestMainWriteError(t *testing.T) {
 	}
 	if want := "sluice simulate: writing table: closed\n"; stderr.String() != want {
 		t.Errorf("got stderr %q, want %q", stderr.String(), want)
+	}
+}
+
+// writeLog puts a log in a file of its own.
+func writeLog(t *testing.T, log string) string {
+	t.Helper()
+	path := t.TempDir() + "/access.log"
+	if err := os.WriteFile(path, []byte(log), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const replayLog = `{"time":"2026-03-09T10:00:01Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":1,"client_ip":"203.0.113.7"}
+{"time":"2026-03-09T10:00:01.5Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":1,"client_ip":"203.0.113.7"}
+{"time":"2026-03-09T10:00:02Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":1,"client_ip":"203.0.113.7"}
+{"time":"2026-03-09T10:00:02Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":1,"client_ip":"198.51.100.2"}
+{"time":"2026-03-09T10:00:03Z","level":"INFO","msg":"request"
+`
+
+func TestMainReplay(t *testing.T) {
+	t.Parallel()
+	path := writeLog(t, replayLog)
+	code, out, errOut := run(t, nil, "-replay", path, "-limit", "2", "-window", "1m", "-format", "json")
+	if code != 0 {
+		t.Fatalf("got exit %d (stderr %q), want 0", code, errOut)
+	}
+	d := Digest("203.0.113.7")
+	if d != "fec52565aa0c" {
+		t.Errorf("got digest %s, want fec52565aa0c: digests must stay stable", d)
+	}
+	lim := `"consumers_limited":1,"most_limited":[{"consumer":"` + d + `","requests":3,"rejected":1}]}`
+	want := `[
+  {"algorithm":"token_bucket","accepted":3,"rejected":1,"queued":0,"peak":3,` + lim + `,
+  {"algorithm":"leaky_bucket","accepted":2,"rejected":2,"queued":0,"peak":2,"consumers_limited":1,"most_limited":[{"consumer":"` + d + `","requests":3,"rejected":2}]},
+  {"algorithm":"fixed_window","accepted":3,"rejected":1,"queued":0,"peak":3,` + lim + `,
+  {"algorithm":"sliding_window_log","accepted":3,"rejected":1,"queued":0,"peak":3,` + lim + `,
+  {"algorithm":"sliding_window_counter","accepted":3,"rejected":1,"queued":0,"peak":3,` + lim + `
+]
+`
+	if out != want {
+		t.Errorf("got\n%s\nwant\n%s", out, want)
+	}
+	wantErr := "sluice simulate: " + path + ":5: not JSON: unexpected EOF\n" +
+		"sluice simulate: " + path + ": 1 of 5 lines could not be read and were left out: 5\n" +
+		"sluice simulate: " + path + ": sluice JSON access log, 4 requests from 2 consumers, 2026-03-09T10:00:00Z to 2026-03-09T10:00:01Z\n"
+	if errOut != wantErr {
+		t.Errorf("got stderr\n%s\nwant\n%s", errOut, wantErr)
+	}
+	if strings.Contains(out, "203.0.113.7") {
+		t.Errorf("got a key in the output without -show-keys")
+	}
+
+	// -show-keys shows them, in the table too.
+	code, out, _ = run(t, nil, "-replay", path, "-limit", "2", "-window", "1m", "-show-keys")
+	if code != 0 {
+		t.Fatalf("got exit %d, want 0", code)
+	}
+	if want := "\nfixed_window            203.0.113.7          3         1\n"; !strings.Contains(out, want) {
+		t.Errorf("got\n%s\nwant a line %q", out, want)
+	}
+	if want := "algorithm               accepted  rejected  queued  peak  consumers_limited\n"; !strings.HasPrefix(out, want) {
+		t.Errorf("got\n%s\nwant it to start %q", out, want)
+	}
+}
+
+func TestMainReplayPolicy(t *testing.T) {
+	t.Parallel()
+	// The gateway logged each request's keys: the policy is the second
+	// limit of route api.
+	log := `{"time":"2026-03-09T10:00:01Z","msg":"request","route":"api","client_ip":"203.0.113.7","keys":["x","secret-1"]}
+{"time":"2026-03-09T10:00:02Z","msg":"request","route":"api","client_ip":"203.0.113.8","keys":["x","secret-1"]}
+{"time":"2026-03-09T10:00:03Z","msg":"request","route":"other","client_ip":"203.0.113.8","keys":["secret-1"]}
+`
+	load := func(file, name string) (Policy, error) {
+		return Policy{Params: Params{Limit: 1, Window: time.Minute}, Key: []string{"header:X-API-Key"}, Slots: map[string]int{"api": 1}}, nil
+	}
+	path := writeLog(t, log)
+	code, out, errOut := run(t, load, "-policy", "per-key", "-replay", path, "-show-keys", "-format", "json")
+	if code != 0 {
+		t.Fatalf("got exit %d (stderr %q), want 0", code, errOut)
+	}
+	if want := `{"algorithm":"fixed_window","accepted":1,"rejected":1,"queued":0,"peak":1,"consumers_limited":1,"most_limited":[{"consumer":"secret-1","requests":2,"rejected":1}]}`; !strings.Contains(out, want) {
+		t.Errorf("got\n%s\nwant a line %s", out, want)
+	}
+	if want := `: 1 request left out: their routes do not list policy "per-key"`; !strings.Contains(errOut, want) {
+		t.Errorf("got stderr\n%s\nwant %q", errOut, want)
+	}
+
+	// -key overrides the policy's key: logged keys no longer apply, and
+	// the log's addresses tell the two apart.
+	code, out, errOut = run(t, load, "-policy", "per-key", "-replay", path, "-key", "ip", "-format", "json")
+	if code != 0 {
+		t.Fatalf("got exit %d (stderr %q), want 0", code, errOut)
+	}
+	if want := `{"algorithm":"fixed_window","accepted":2,"rejected":0,"queued":0,"peak":2,"consumers_limited":0,"most_limited":[]}`; !strings.Contains(out, want) {
+		t.Errorf("got\n%s\nwant a line %s", out, want)
+	}
+}
+
+func TestMainReplayNothing(t *testing.T) {
+	t.Parallel()
+	path := writeLog(t, "hello\n")
+	code, out, errOut := run(t, nil, "-replay", path, "-limit", "2", "-window", "1m")
+	if code != 1 || out != "" {
+		t.Errorf("got exit %d, stdout %q; want 1 and none", code, out)
+	}
+	if want := path + ": no request could be read\n"; !strings.HasSuffix(errOut, want) {
+		t.Errorf("got stderr %q, want it to end %q", errOut, want)
+	}
+	code, _, errOut = run(t, nil, "-replay", path+".missing", "-limit", "2", "-window", "1m")
+	if code != 1 || !strings.Contains(errOut, "no such file") {
+		t.Errorf("got exit %d, stderr %q; want 1 and no such file", code, errOut)
+	}
+}
+
+func TestMainPattern(t *testing.T) {
+	t.Parallel()
+	args := []string{"-limit", "10", "-window", "1s", "-pattern", "steady", "-rate", "20", "-duration", "1s", "-consumers", "2", "-format", "json"}
+	code, out, errOut := run(t, nil, args...)
+	if code != 0 {
+		t.Fatalf("got exit %d (stderr %q), want 0", code, errOut)
+	}
+	if want := `{"algorithm":"sliding_window_log","accepted":20,"rejected":20,"queued":0,"peak":20,"consumers_limited":2,`; !strings.Contains(out, want) {
+		t.Errorf("got\n%s\nwant a line starting %s", out, want)
+	}
+}
+
+func TestMainTrafficUsageErrors(t *testing.T) {
+	t.Parallel()
+	lw := []string{"-limit", "1", "-window", "1s"}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"two modes", append(lw, "-at", "1@0s", "-replay", "x"), "sluice simulate: -at, -pattern and -replay are alternatives: give one"},
+		{"rate without pattern", append(lw, "-at", "1@0s", "-rate", "2"), "sluice simulate: -rate needs -pattern"},
+		{"key without replay", append(lw, "-at", "1@0s", "-key", "ip"), "sluice simulate: -key needs -replay"},
+		{"show-keys with at", append(lw, "-at", "1@0s", "-show-keys"), "sluice simulate: -show-keys needs -pattern or -replay (-at has one consumer)"},
+		{"no rate", append(lw, "-pattern", "steady", "-duration", "1s"), "sluice simulate: -pattern needs -rate R, requests per second of each consumer"},
+		{"no duration", append(lw, "-pattern", "steady", "-rate", "1"), "sluice simulate: -pattern needs -duration D, e.g. 10m"},
+		{"bad shape", append(lw, "-pattern", "wave", "-rate", "1", "-duration", "1s"), `sluice simulate: -pattern "wave": want steady, poisson or burst`},
+		{"bad key", append(lw, "-replay", "x", "-key", "ip,client"), `sluice simulate: -key: unknown key source "client" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)`},
+		{"accuracy svg", append(lw, "-at", "1@0s", "-accuracy", "-format", "svg"), "sluice simulate: -accuracy prints a table or json, not svg"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, nil, tc.args...)
+			if code != 2 || out != "" {
+				t.Errorf("got exit %d, stdout %q; want 2 and none", code, out)
+			}
+			if first, _, _ := strings.Cut(errOut, "\n"); first != tc.want {
+				t.Errorf("got stderr starting %q, want %q", first, tc.want)
+			}
+		})
+	}
+	load := func(file, name string) (Policy, error) {
+		return Policy{Params: Params{Limit: 1, Window: time.Second}}, nil
+	}
+	code, _, errOut := run(t, load, "-policy", "unused", "-replay", "x")
+	if want := `sluice simulate: -replay: no route lists policy "unused", so its key is not known: give -key SOURCES`; code != 2 || !strings.HasPrefix(errOut, want) {
+		t.Errorf("got exit %d, stderr %q; want 2, %q", code, errOut, want)
 	}
 }

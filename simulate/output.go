@@ -165,22 +165,21 @@ func writeArray(w io.Writer, rs []Result, objs []any) error {
 func WriteAccuracy(w io.Writer, a *Accuracy, showKeys bool) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "sliding_window_counter against the exact sliding_window_log, limit %d per %s\n", a.Limit, shortDuration(a.Window))
-	fmt.Fprintf(&b, "%d requests from %d consumers\n\n", a.Requests, a.Consumers)
-	rows := [][]string{
+	fmt.Fprintf(&b, "%s from %s, each algorithm with its own buckets\n\n", plural(a.Requests, "request"), plural(a.Consumers, "consumer"))
+	writeRows(&b, [][]string{
 		{"", "requests", "share"},
 		{"decisions that differ", strconv.Itoa(a.Differ()), percent(a.Share(a.Differ()))},
 		{"  wrongly allowed", strconv.Itoa(a.WronglyAllowed), percent(a.Share(a.WronglyAllowed))},
 		{"  wrongly limited", strconv.Itoa(a.WronglyLimited), percent(a.Share(a.WronglyLimited))},
-		{"Cloudflare's published figure", "of 400000000", percent(CloudflareWrongShare)},
-	}
-	writeRows(&b, rows)
-	b.WriteByte('\n')
+	})
+	fmt.Fprintf(&b, "admitted in all: %d by the counter, %d by the log (%+d)\n", a.CounterAdmitted, a.ExactAdmitted, a.CounterAdmitted-a.ExactAdmitted)
 	if a.WorstConsumer == "" {
 		fmt.Fprintf(&b, "worst window: nothing admitted\n")
 	} else {
-		fmt.Fprintf(&b, "worst window: %d admitted in one %s where the limit is %d (over by %d, %s of the limit),\n", a.WorstAdmitted, shortDuration(a.Window), a.Limit, a.OverAdmission(), percent(100*float64(a.OverAdmission())/float64(a.Limit)))
+		fmt.Fprintf(&b, "worst window: %d admitted in one %s where the limit is %d: %d over (%s of the limit),\n", a.WorstAdmitted, shortDuration(a.Window), a.Limit, a.OverAdmission(), percent(100*float64(a.OverAdmission())/float64(a.Limit)))
 		fmt.Fprintf(&b, "  consumer %s, the window ending at %s\n", consumerName(a.WorstConsumer, showKeys), a.worstAt())
 	}
+	fmt.Fprintf(&b, "Cloudflare's published figure: %s of 400 million requests wrongly allowed or limited\n", percent(CloudflareWrongShare))
 	return flush(w, &b, "accuracy")
 }
 
@@ -196,6 +195,8 @@ type accuracyJSON struct {
 	WronglyAllowedPercent   float64 `json:"wrongly_allowed_percent"`
 	WronglyLimited          int     `json:"wrongly_limited"`
 	WronglyLimitedPercent   float64 `json:"wrongly_limited_percent"`
+	CounterAdmitted         int     `json:"counter_admitted"`
+	ExactAdmitted           int     `json:"exact_admitted"`
 	WorstWindowAdmitted     int     `json:"worst_window_admitted"`
 	WorstOverAdmission      int     `json:"worst_over_admission"`
 	WorstConsumer           string  `json:"worst_consumer"`
@@ -210,6 +211,7 @@ func WriteAccuracyJSON(w io.Writer, a *Accuracy, showKeys bool) error {
 		Differ: a.Differ(), DifferPercent: a.Share(a.Differ()),
 		WronglyAllowed: a.WronglyAllowed, WronglyAllowedPercent: a.Share(a.WronglyAllowed),
 		WronglyLimited: a.WronglyLimited, WronglyLimitedPercent: a.Share(a.WronglyLimited),
+		CounterAdmitted: a.CounterAdmitted, ExactAdmitted: a.ExactAdmitted,
 		WorstWindowAdmitted: a.WorstAdmitted, WorstOverAdmission: a.OverAdmission(),
 		CloudflareWrongPercent: CloudflareWrongShare, CloudflareRequestsCount: CloudflareRequests,
 	}
@@ -235,7 +237,7 @@ func percent(p float64) string {
 	case p == 0:
 		return "0%"
 	case p < 0.01:
-		return strconv.FormatFloat(p, 'f', 4, 64) + "%"
+		return strconv.FormatFloat(p, 'g', 2, 64) + "%"
 	}
 	return strconv.FormatFloat(p, 'f', 3, 64) + "%"
 }

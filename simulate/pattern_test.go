@@ -1,0 +1,101 @@
+package simulate
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestPatternSteady(t *testing.T) {
+	t.Parallel()
+	tr, err := Pattern{Shape: "steady", Rate: 2, Duration: 2 * time.Second, Consumers: 2}.Traffic(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := time.Millisecond
+	want := []Request{{0, 0}, {250 * ms, 1}, {500 * ms, 0}, {750 * ms, 1}, {1000 * ms, 0}, {1250 * ms, 1}, {1500 * ms, 0}, {1750 * ms, 1}}
+	if !slices.Equal(tr.Requests, want) {
+		t.Errorf("got %v, want %v", tr.Requests, want)
+	}
+	if want := []string{"consumer-1", "consumer-2"}; !slices.Equal(tr.Keys, want) {
+		t.Errorf("got keys %q, want %q", tr.Keys, want)
+	}
+}
+
+func TestPatternDeterministic(t *testing.T) {
+	t.Parallel()
+	for _, shape := range []string{"poisson", "burst"} {
+		t.Run(shape, func(t *testing.T) {
+			t.Parallel()
+			pt := Pattern{Shape: shape, Rate: 3, Duration: time.Minute, Consumers: 4, Seed: 9}
+			a, _ := pt.Traffic(time.Second)
+			b, _ := pt.Traffic(time.Second)
+			pt.Seed++
+			c, _ := pt.Traffic(time.Second)
+			if !slices.Equal(a.Requests, b.Requests) {
+				t.Error("got different traffic for one seed, want equal")
+			}
+			if slices.Equal(a.Requests, c.Requests) {
+				t.Error("got equal traffic for two seeds, want different")
+			}
+			if !slices.IsSortedFunc(a.Requests, byArrival) {
+				t.Error("got requests out of order")
+			}
+			// 3 x 60 x 4 = 720 on average.
+			if n := len(a.Requests); n < 600 || n > 840 {
+				t.Errorf("got %d requests, want about 720", n)
+			}
+			per := make([]int, 4)
+			for _, r := range a.Requests {
+				per[r.Consumer]++
+				if r.At < 0 || r.At >= time.Minute {
+					t.Fatalf("got a request at %s, want it within the minute", r.At)
+				}
+			}
+			for c, n := range per {
+				if n < 120 || n > 240 {
+					t.Errorf("consumer %d: got %d requests, want about 180", c, n)
+				}
+			}
+		})
+	}
+}
+
+func TestPatternBurstsArriveTogether(t *testing.T) {
+	t.Parallel()
+	tr, err := Pattern{Shape: "burst", Rate: 2, Duration: 30 * time.Second, Consumers: 1, Seed: 1}.Traffic(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One burst of 2 x 10 per 10 s period.
+	instants := map[time.Duration]int{}
+	for _, r := range tr.Requests {
+		instants[r.At]++
+	}
+	if len(instants) != 3 || len(tr.Requests) != 60 {
+		t.Errorf("got %d requests at %d instants, want 60 at 3", len(tr.Requests), len(instants))
+	}
+	for at, n := range instants {
+		if n != 20 {
+			t.Errorf("got %d requests at %s, want 20", n, at)
+		}
+	}
+}
+
+func TestPatternErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		pt   Pattern
+		want string
+	}{
+		{Pattern{Shape: "wave", Rate: 1, Duration: time.Second, Consumers: 1}, `pattern "wave": want steady, poisson or burst`},
+		{Pattern{Shape: "steady", Rate: 0, Duration: time.Second, Consumers: 1}, "rate: must be > 0 requests per second"},
+		{Pattern{Shape: "steady", Rate: 1, Duration: 0, Consumers: 1}, "duration: must be > 0"},
+		{Pattern{Shape: "steady", Rate: 1, Duration: time.Second, Consumers: 0}, "consumers: must be > 0"},
+		{Pattern{Shape: "poisson", Rate: 1000, Duration: time.Hour, Consumers: 100}, "360000000 requests on average: more than 20000000"},
+	} {
+		if _, err := tc.pt.Traffic(time.Second); err == nil || err.Error() != tc.want {
+			t.Errorf("%+v: got error %v, want %q", tc.pt, err, tc.want)
+		}
+	}
+}
