@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
@@ -133,21 +134,6 @@ func Simulate(p Params, tr *Traffic, o Options) ([]Result, error) {
 			return nil, fmt.Errorf("request at %s: consumer %d of %d", r.At, r.Consumer, nc)
 		}
 	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{
-		SweepInterval: -1,
-		MaxKeys:       max(maxKeysFloor, 2*len(algs)*nc),
-	})
-	defer store.Close()
-
-	type lane struct {
-		res      Result
-		pol      *ratelimit.Policy
-		reqs     [1]ratelimit.Request
-		peak     window
-		pending  heap // leaky_bucket departures still ahead
-		rejected []int32
-		slices   []Slice
-	}
 	lanes := make([]*lane, len(policies))
 	counter, exact := -1, -1
 	for i, pol := range policies {
@@ -175,13 +161,66 @@ func Simulate(p Params, tr *Traffic, o Options) ([]Result, error) {
 			return nil, fmt.Errorf("measuring accuracy needs sliding_window_counter and sliding_window_log")
 		}
 		*acc = Accuracy{Limit: p.Limit, Window: p.Window, Requests: len(tr.Requests), Consumers: nc, Origin: tr.Origin, Clock: tr.Clock}
+		for _, i := range []int{counter, exact} {
+			lanes[i].allowed = make([]uint64, (len(tr.Requests)+63)/64)
+		}
 	}
-	var admits []Request // sliding_window_counter's, for its worst window
 	tl := o.Timeline
+
+	// The algorithms share nothing, so each runs on its own goroutine
+	// with its own store, sized so that no bucket is ever evicted.
+	var wg sync.WaitGroup
+	for _, l := range lanes {
+		wg.Go(func() { l.err = l.run(tr, tl, o.Departures, max(maxKeysFloor, 2*nc)) })
+	}
+	wg.Wait()
+	results := make([]Result, len(lanes))
+	for i, l := range lanes {
+		if l.err != nil {
+			return nil, l.err
+		}
+		if o.Consumers {
+			l.res.ConsumersLimited, l.res.MostLimited = mostLimited(tr, l.rejected, 10)
+		}
+		l.res.Lane = l.slices
+		results[i] = l.res
+	}
+	if acc != nil {
+		var admits []Request // sliding_window_counter's, for its worst window
+		c, e := lanes[counter].allowed, lanes[exact].allowed
+		for i, rq := range tr.Requests {
+			bit := uint64(1) << (i % 64)
+			ca, ea := c[i/64]&bit != 0, e[i/64]&bit != 0
+			acc.add(ca, ea)
+			if ca {
+				admits = append(admits, rq)
+			}
+		}
+		acc.worst(admits, tr)
+	}
+	return results, nil
+}
+
+// lane is one algorithm's run over the traffic.
+type lane struct {
+	res      Result
+	pol      *ratelimit.Policy
+	peak     window
+	pending  heap // leaky_bucket departures still ahead
+	rejected []int32
+	slices   []Slice
+	allowed  []uint64 // a bit per request, for Accuracy
+	err      error
+}
+
+// run decides every request of tr on a store of its own.
+func (l *lane) run(tr *Traffic, tl *Timeline, departures bool, maxKeys int) error {
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, MaxKeys: maxKeys})
+	defer store.Close()
 	// leave records a departure, in order of time.
-	leave := func(l *lane, at int64, queued bool) {
+	leave := func(at int64, queued bool) {
 		l.res.Peak = max(l.res.Peak, l.peak.add(at))
-		if o.Departures {
+		if departures {
 			l.res.Departures = append(l.res.Departures, time.Duration(at))
 		}
 		if tl != nil {
@@ -193,69 +232,44 @@ func Simulate(p Params, tr *Traffic, o Options) ([]Result, error) {
 			}
 		}
 	}
-
 	ctx := context.Background()
+	var reqs [1]ratelimit.Request
 	var out [1]ratelimit.Decision
-	var allowed [2]bool
-	for _, rq := range tr.Requests {
-		now := tr.Origin.Add(rq.At)
+	for i, rq := range tr.Requests {
 		at := int64(rq.At)
-		key := tr.Keys[rq.Consumer]
-		for i, l := range lanes {
-			for len(l.pending) > 0 && l.pending[0] <= at {
-				leave(l, l.pending.pop(), true)
-			}
-			l.reqs[0] = ratelimit.Request{Policy: l.pol, Key: key}
-			if err := store.Decide(ctx, now, l.reqs[:], out[:]); err != nil {
-				return nil, fmt.Errorf("deciding %s at %s: %w", l.res.Algorithm, rq.At, err)
-			}
-			d := &out[0]
-			switch i {
-			case counter:
-				allowed[0] = d.Allowed
-			case exact:
-				allowed[1] = d.Allowed
-			}
-			if !d.Allowed {
-				l.res.Rejected++
-				if l.rejected != nil {
-					l.rejected[rq.Consumer]++
-				}
-				if tl != nil {
-					l.slices[tl.index(rq.At)].Rejected++
-				}
-				continue
-			}
-			l.res.Accepted++
-			if d.Delay > 0 {
-				l.res.Queued++
-				l.pending.push(at + int64(d.Delay))
-				continue
-			}
-			leave(l, at, false)
+		for len(l.pending) > 0 && l.pending[0] <= at {
+			leave(l.pending.pop(), true)
 		}
-		if acc != nil {
-			acc.add(allowed[0], allowed[1])
-			if allowed[0] {
-				admits = append(admits, rq)
-			}
+		reqs[0] = ratelimit.Request{Policy: l.pol, Key: tr.Keys[rq.Consumer]}
+		if err := store.Decide(ctx, tr.Origin.Add(rq.At), reqs[:], out[:]); err != nil {
+			return fmt.Errorf("deciding %s at %s: %w", l.res.Algorithm, rq.At, err)
 		}
+		d := &out[0]
+		if !d.Allowed {
+			l.res.Rejected++
+			if l.rejected != nil {
+				l.rejected[rq.Consumer]++
+			}
+			if tl != nil {
+				l.slices[tl.index(rq.At)].Rejected++
+			}
+			continue
+		}
+		if l.allowed != nil {
+			l.allowed[i/64] |= 1 << (i % 64)
+		}
+		l.res.Accepted++
+		if d.Delay > 0 {
+			l.res.Queued++
+			l.pending.push(at + int64(d.Delay))
+			continue
+		}
+		leave(at, false)
 	}
-	results := make([]Result, len(lanes))
-	for i, l := range lanes {
-		for len(l.pending) > 0 {
-			leave(l, l.pending.pop(), true)
-		}
-		if o.Consumers {
-			l.res.ConsumersLimited, l.res.MostLimited = mostLimited(tr, l.rejected, 10)
-		}
-		l.res.Lane = l.slices
-		results[i] = l.res
+	for len(l.pending) > 0 {
+		leave(l.pending.pop(), true)
 	}
-	if acc != nil {
-		acc.worst(admits, tr)
-	}
-	return results, nil
+	return nil
 }
 
 // mostLimited counts the consumers with a rejection and returns the n with

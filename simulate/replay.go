@@ -86,8 +86,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 	ids := make(map[string]int32)
 	var arrivals []int64 // unix nanoseconds, one per request
 	var keyBuf []byte
-	dec := jsontext.NewDecoder(bytes.NewReader(nil))
-	var src bytes.Reader
+	sr := newSluiceReader()
 	var l line
 	unrecorded := make([]bool, len(key))
 
@@ -115,9 +114,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 		format := rep.Format
 		switch {
 		case format == FormatSluice || format == "" && text[0] == '{':
-			src.Reset(text)
-			dec.Reset(&src)
-			perr = l.readSluice(dec)
+			perr = sr.read(text, &l)
 			format = FormatSluice
 		default:
 			perr = l.readCombined(text)
@@ -244,48 +241,69 @@ type line struct {
 	notRequest bool     // a sluice log line other than an access line
 }
 
-// readSluice reads one line of sluice's JSON log: slog's time and msg, and
-// the access line's fields (see the README's Access log).
-func (l *line) readSluice(dec *jsontext.Decoder) error {
+// sluiceReader reads lines of sluice's JSON log, reusing its buffers from
+// line to line.
+type sluiceReader struct {
+	src   bytes.Reader
+	dec   *jsontext.Decoder
+	arena []byte // the line's string values, unquoted
+	keys  []span
+}
+
+// span is a string value's place in the arena.
+type span struct{ from, to int }
+
+func newSluiceReader() *sluiceReader {
+	return &sluiceReader{dec: jsontext.NewDecoder(bytes.NewReader(nil))}
+}
+
+// The fields of an access line that replay uses.
+const (
+	fTime = iota
+	fRoute
+	fMethod
+	fPath
+	fClient
+	fMsg
+	nFields
+)
+
+// read reads one line of sluice's JSON log into l: slog's time and msg,
+// and the access line's fields (see the README's Access log). Its strings
+// share one allocation.
+func (sr *sluiceReader) read(text []byte, l *line) error {
+	sr.src.Reset(text)
+	sr.dec.Reset(&sr.src)
+	dec := sr.dec
+	sr.arena = sr.arena[:0]
+	sr.keys = sr.keys[:0]
+	var fields [nFields]span
+	var seen [nFields]bool
+	hasKeys := false
+	duration := 0.0
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != jsontext.KindBeginObject {
 		return errors.New("not a JSON object")
 	}
-	var when string
-	var msg, sawTime bool
-	duration := 0.0
 	for dec.PeekKind() != jsontext.KindEndObject {
-		name, err := dec.ReadToken()
+		name, err := dec.ReadValue()
 		if err != nil {
 			return fmt.Errorf("not JSON: %v", shortErr(err))
 		}
-		field := name.String()
-		var dst *string
-		switch field {
-		case "time":
-			dst, sawTime = &when, true
-		case "msg":
-			var s string
-			if err := readString(dec, &s); err != nil {
-				return fmt.Errorf("msg: %v", err)
-			}
-			msg = true
-			l.notRequest = s != "request"
-			continue
-		case "route":
-			dst = &l.route
-		case "method":
-			dst = &l.method
-		case "path":
-			dst = &l.path
-		case "client_ip":
-			var s string
-			if err := readString(dec, &s); err != nil {
-				return fmt.Errorf("client_ip: %v", err)
-			}
-			// The gateway logs a request without an address as "invalid IP".
-			l.client, _ = netip.ParseAddr(s)
-			continue
-		case "duration_ms":
+		f := -1
+		switch string(name) {
+		case `"time"`:
+			f = fTime
+		case `"route"`:
+			f = fRoute
+		case `"method"`:
+			f = fMethod
+		case `"path"`:
+			f = fPath
+		case `"client_ip"`:
+			f = fClient
+		case `"msg"`:
+			f = fMsg
+		case `"duration_ms"`:
 			tok, err := dec.ReadToken()
 			if err != nil || tok.Kind() != jsontext.KindNumber {
 				return errors.New("duration_ms: want a number")
@@ -295,8 +313,8 @@ func (l *line) readSluice(dec *jsontext.Decoder) error {
 				return fmt.Errorf("duration_ms: %v out of range", duration)
 			}
 			continue
-		case "keys":
-			if err := l.readKeys(dec); err != nil {
+		case `"keys"`:
+			if hasKeys, err = sr.readKeys(); err != nil {
 				return fmt.Errorf("keys: %v", err)
 			}
 			continue
@@ -306,9 +324,10 @@ func (l *line) readSluice(dec *jsontext.Decoder) error {
 			}
 			continue
 		}
-		if err := readString(dec, dst); err != nil {
-			return fmt.Errorf("%s: %v", field, err)
+		if fields[f], err = sr.readString(); err != nil {
+			return fmt.Errorf("%s: %v", name[1:len(name)-1], err)
 		}
+		seen[f] = true
 	}
 	if _, err := dec.ReadToken(); err != nil {
 		return fmt.Errorf("not JSON: %v", shortErr(err))
@@ -316,56 +335,75 @@ func (l *line) readSluice(dec *jsontext.Decoder) error {
 	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
 		return errors.New("more than one JSON value")
 	}
+	str := string(sr.arena)
+	get := func(f int) string { return str[fields[f].from:fields[f].to] }
 	switch {
-	case !msg:
+	case !seen[fMsg]:
 		return errors.New("no msg: not a sluice log line")
-	case l.notRequest:
+	case get(fMsg) != "request":
+		l.notRequest = true
 		return nil
-	case !sawTime:
+	case !seen[fTime]:
 		return errors.New("no time")
 	}
-	t, err := time.Parse(time.RFC3339Nano, when)
+	t, err := time.Parse(time.RFC3339Nano, get(fTime))
 	if err != nil {
-		return fmt.Errorf("time %q: want RFC 3339", truncate(when))
+		return fmt.Errorf("time %q: want RFC 3339", truncate(get(fTime)))
 	}
 	// The line is written when the request finishes.
 	l.arrival = t.UnixNano() - int64(duration*float64(time.Millisecond))
+	l.route, l.method, l.path = get(fRoute), get(fMethod), get(fPath)
+	// The gateway logs a request without an address as "invalid IP".
+	l.client, _ = netip.ParseAddr(get(fClient))
+	if hasKeys {
+		l.keys = make([]string, len(sr.keys))
+		for i, k := range sr.keys {
+			l.keys[i] = str[k.from:k.to]
+		}
+	}
 	return nil
 }
 
-func readString(dec *jsontext.Decoder, dst *string) error {
-	tok, err := dec.ReadToken()
+// readString reads a string value into the arena.
+func (sr *sluiceReader) readString() (span, error) {
+	v, err := sr.dec.ReadValue()
 	if err != nil {
-		return fmt.Errorf("not JSON: %v", shortErr(err))
+		return span{}, fmt.Errorf("not JSON: %v", shortErr(err))
 	}
-	if tok.Kind() != jsontext.KindString {
-		return errors.New("want a string")
+	if v.Kind() != jsontext.KindString {
+		return span{}, errors.New("want a string")
 	}
-	*dst = tok.String()
-	return nil
+	from := len(sr.arena)
+	if bytes.IndexByte(v, '\\') < 0 {
+		sr.arena = append(sr.arena, v[1:len(v)-1]...)
+	} else if sr.arena, err = jsontext.AppendUnquote(sr.arena, v); err != nil {
+		return span{}, err
+	}
+	return span{from, len(sr.arena)}, nil
 }
 
-func (l *line) readKeys(dec *jsontext.Decoder) error {
-	tok, err := dec.ReadToken()
+// readKeys reads the keys field, reporting whether it holds an array.
+func (sr *sluiceReader) readKeys() (bool, error) {
+	tok, err := sr.dec.ReadToken()
 	if err != nil {
-		return fmt.Errorf("not JSON: %v", shortErr(err))
+		return false, fmt.Errorf("not JSON: %v", shortErr(err))
 	}
 	if tok.Kind() == jsontext.KindNull {
-		return nil
+		return false, nil
 	}
 	if tok.Kind() != jsontext.KindBeginArray {
-		return errors.New("want an array of strings")
+		return false, errors.New("want an array of strings")
 	}
-	l.keys = []string{}
-	for dec.PeekKind() != jsontext.KindEndArray {
-		var s string
-		if err := readString(dec, &s); err != nil {
-			return err
+	sr.keys = sr.keys[:0]
+	for sr.dec.PeekKind() != jsontext.KindEndArray {
+		k, err := sr.readString()
+		if err != nil {
+			return false, err
 		}
-		l.keys = append(l.keys, s)
+		sr.keys = append(sr.keys, k)
 	}
-	_, err = dec.ReadToken()
-	return err
+	_, err = sr.dec.ReadToken()
+	return true, err
 }
 
 // shortErr keeps a decoder's message to its point.
