@@ -141,7 +141,12 @@ func appendKey(dst []byte, key []keySource, l *logged) []byte {
 			}
 		}
 	}
-	// The gateway keeps long key values as their digest.
+	return boundKey(dst, start)
+}
+
+// boundKey replaces the key in dst[start:] by its digest when it is longer
+// than the gateway keeps a key.
+func boundKey(dst []byte, start int) []byte {
 	if len(dst)-start > maxKeyLen {
 		sum := sha256.Sum256(dst[start:])
 		dst = append(dst[:start], "sha256:"...)

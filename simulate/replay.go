@@ -143,7 +143,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 		}
 		keyBuf = keyBuf[:0]
 		if listed && l.keys != nil && slot >= 0 && slot < len(l.keys) {
-			keyBuf = append(keyBuf, l.keys[slot]...)
+			keyBuf = boundKey(append(keyBuf, l.keys[slot]...), 0)
 			rep.LoggedKeys++
 		} else {
 			keyBuf = appendKey(keyBuf, key, &l.logged)
@@ -350,6 +350,9 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 	if err != nil {
 		return fmt.Errorf("time %q: want RFC 3339", truncate(get(fTime)))
 	}
+	if err := checkTime(t); err != nil {
+		return err
+	}
 	// The line is written when the request finishes.
 	l.arrival = t.UnixNano() - int64(duration*float64(time.Millisecond))
 	l.route, l.method, l.path = get(fRoute), get(fMethod), get(fPath)
@@ -454,6 +457,9 @@ func (l *line) readCombined(text []byte) error {
 	if err != nil {
 		return fmt.Errorf("time_local %q: want 02/Jan/2006:15:04:05 -0700", truncate(stamp))
 	}
+	if err := checkTime(t); err != nil {
+		return err
+	}
 	l.arrival = t.UnixNano()
 	request, s, err := quoted(s)
 	if err != nil {
@@ -487,6 +493,20 @@ func (l *line) readCombined(text []byte) error {
 }
 
 var errCombined = errors.New("not in nginx's combined format")
+
+// Times a log line may carry: the virtual clock counts nanoseconds from
+// the first request in an int64, and no gateway ran before 1970.
+var (
+	earliest = time.Date(1970, time.January, 1, 0, 0, 0, 0, time.UTC)
+	latest   = time.Date(2200, time.January, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func checkTime(t time.Time) error {
+	if t.Before(earliest) || !t.Before(latest) {
+		return fmt.Errorf("time %s: out of range (1970 to 2199)", t.Format(time.RFC3339))
+	}
+	return nil
+}
 
 // quoted reads a double-quoted field after optional spaces, undoing nginx's
 // \xHH and backslash escapes, and returns it and the rest.

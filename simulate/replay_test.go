@@ -41,6 +41,7 @@ not json
 {"time":"2026-03-09T10:00:03Z","msg":"request","duration_ms":"slow"}
 {"time":"2026-03-09T10:00:03Z","msg":"request"} {"second":"value"}
 {"time":"2026-03-09T10:00:04Z","msg":"request","client_ip":"invalid IP"}
+{"time":"9999-03-09T10:00:04Z","msg":"request","client_ip":"203.0.113.7"}
 `
 	tr, rep := readLog(t, log, ReplayOptions{Key: []string{"ip", "method"}})
 	// Arrival is the line's time less the duration: the first request
@@ -58,11 +59,12 @@ not json
 		{6, "no time"},
 		{9, "duration_ms: want a number"},
 		{10, "more than one JSON value"},
+		{12, "time 9999-03-09T10:00:04Z: out of range (1970 to 2199)"},
 	}
 	if !slices.Equal(rep.Bad, wantBad) {
 		t.Errorf("got bad lines %v, want %v", rep.Bad, wantBad)
 	}
-	wantRep := LogReport{Format: FormatSluice, Lines: 11, Requests: 4, NotRequests: 1, Blank: 1}
+	wantRep := LogReport{Format: FormatSluice, Lines: 12, Requests: 4, NotRequests: 1, Blank: 1}
 	rep.Bad = nil
 	if rep.Format != wantRep.Format || rep.Lines != wantRep.Lines || rep.Requests != wantRep.Requests ||
 		rep.NotRequests != wantRep.NotRequests || rep.Blank != wantRep.Blank || rep.Unrecorded != nil {

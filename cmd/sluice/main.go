@@ -3,7 +3,7 @@
 //	sluice run -config FILE        serve until SIGINT/SIGTERM; SIGHUP reloads FILE
 //	sluice validate -config FILE   check FILE; one line per problem
 //	sluice demo                    the gateway with a built-in echo upstream
-//	sluice simulate ...            replay traffic against every algorithm offline
+//	sluice simulate ...            replay traffic or an access log against every algorithm offline
 //	sluice version                 version, commit, Go version
 package main
 
@@ -37,7 +37,7 @@ commands:
   run -config FILE        serve until SIGINT/SIGTERM; SIGHUP reloads FILE
   validate -config FILE   exit 0 if FILE is valid, else print every problem and exit 1
   demo                    serve a built-in demo (gateway + echo upstream) and print curl lines
-  simulate [flags]        replay a traffic pattern against every algorithm offline
+  simulate [flags]        replay a traffic pattern or an access log against every algorithm offline
   version                 print version, commit and Go version
 
 run 'sluice <command> -h' for a command's flags
