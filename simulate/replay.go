@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/netip"
 	"net/url"
+	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -85,84 +87,84 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 	tr := &Traffic{Clock: true}
 	ids := make(map[string]int32)
 	var arrivals []int64 // unix nanoseconds, one per request
-	var keyBuf []byte
-	sr := newSluiceReader()
-	var l line
 	unrecorded := make([]bool, len(key))
+	// take counts one line's outcome, in order of lines.
+	take := func(n int, out *outcome, k []byte) error {
+		switch out.kind {
+		case badLine:
+			rep.Bad = append(rep.Bad, BadLine{n, out.reason})
+		case blankLine:
+			rep.Blank++
+		case notRequestLine:
+			rep.NotRequests++
+		case otherRouteLine:
+			rep.OtherRoutes++
+		case requestLine:
+			if len(arrivals) >= MaxTraffic {
+				return fmt.Errorf("line %d: more than %d requests", n, MaxTraffic)
+			}
+			if out.logged {
+				rep.LoggedKeys++
+			}
+			id, ok := ids[string(k)]
+			if !ok {
+				id = int32(len(tr.Keys))
+				s := string(k)
+				ids[s] = id
+				tr.Keys = append(tr.Keys, s)
+			}
+			arrivals = append(arrivals, out.arrival)
+			tr.Requests = append(tr.Requests, Request{Consumer: id})
+		}
+		return nil
+	}
 
+	// Lines are read in order; until one tells the format they are parsed
+	// here, then in chunks by a parser per core.
 	br := bufio.NewReaderSize(r, 64<<10)
-	for {
+	lp := newLineParser(key, o)
+	lp.unrecorded = unrecorded
+	for rep.Format == "" {
 		text, tooLong, err := readLine(br)
 		if len(text) == 0 && !tooLong && err != nil {
 			if errors.Is(err, io.EOF) {
-				break
+				return finishLog(tr, rep, arrivals, key, unrecorded)
 			}
 			return nil, nil, fmt.Errorf("reading line %d: %w", rep.Lines+1, err)
 		}
 		rep.Lines++
-		if tooLong {
-			rep.Bad = append(rep.Bad, BadLine{rep.Lines, fmt.Sprintf("longer than %d bytes", maxLine)})
-			continue
+		out, k := lp.parse(text, tooLong, "")
+		if out.kind != badLine && out.kind != blankLine {
+			rep.Format = out.format
 		}
-		text = bytes.TrimRight(text, "\r\n")
-		if len(bytes.TrimSpace(text)) == 0 {
-			rep.Blank++
-			continue
+		if err := take(rep.Lines, &out, k); err != nil {
+			return nil, nil, err
 		}
-		l = line{}
-		var perr error
-		format := rep.Format
-		switch {
-		case format == FormatSluice || format == "" && text[0] == '{':
-			perr = sr.read(text, &l)
-			format = FormatSluice
-		default:
-			perr = l.readCombined(text)
-			format = FormatCombined
-		}
-		if perr != nil {
-			reason := perr.Error()
-			if rep.Format == "" {
-				reason = "neither a sluice JSON log line nor nginx's combined format: " + reason
-			}
-			rep.Bad = append(rep.Bad, BadLine{rep.Lines, reason})
-			continue
-		}
-		rep.Format = format
-		if l.notRequest {
-			rep.NotRequests++
-			continue
-		}
-		slot, listed := o.Slots[l.route]
-		if len(o.Slots) > 0 && format == FormatSluice && !listed {
-			rep.OtherRoutes++
-			continue
-		}
-		if len(arrivals) >= MaxTraffic {
-			return nil, nil, fmt.Errorf("line %d: more than %d requests", rep.Lines, MaxTraffic)
-		}
-		keyBuf = keyBuf[:0]
-		if listed && l.keys != nil && slot >= 0 && slot < len(l.keys) {
-			keyBuf = boundKey(append(keyBuf, l.keys[slot]...), 0)
-			rep.LoggedKeys++
-		} else {
-			keyBuf = appendKey(keyBuf, key, &l.logged)
-			for i, s := range key {
-				if !s.readable(&l.logged) {
-					unrecorded[i] = true
-				}
-			}
-		}
-		id, ok := ids[string(keyBuf)]
-		if !ok {
-			id = int32(len(tr.Keys))
-			k := string(keyBuf)
-			ids[k] = id
-			tr.Keys = append(tr.Keys, k)
-		}
-		arrivals = append(arrivals, l.arrival)
-		tr.Requests = append(tr.Requests, Request{Consumer: id})
 	}
+	chunks := parseChunks(br, rep.Lines, rep.Format, key, o)
+	for c := range chunks {
+		<-c.done
+		if c.err != nil {
+			drain(chunks)
+			return nil, nil, fmt.Errorf("reading line %d: %w", c.first+len(c.outs), c.err)
+		}
+		for i := range c.outs {
+			out := &c.outs[i]
+			if err := take(c.first+i, out, c.keys[out.key.from:out.key.to]); err != nil {
+				drain(chunks)
+				return nil, nil, err
+			}
+		}
+		rep.Lines = c.first + len(c.outs) - 1
+		for i, u := range c.unrecorded {
+			unrecorded[i] = unrecorded[i] || u
+		}
+	}
+	return finishLog(tr, rep, arrivals, key, unrecorded)
+}
+
+// finishLog places the requests on the virtual clock.
+func finishLog(tr *Traffic, rep *LogReport, arrivals []int64, key []keySource, unrecorded []bool) (*Traffic, *LogReport, error) {
 	for i, u := range unrecorded {
 		if u {
 			rep.Unrecorded = append(rep.Unrecorded, key[i].text)
@@ -186,6 +188,179 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 		spreadSeconds(tr.Requests)
 	}
 	return tr, rep, nil
+}
+
+// What a line turned out to be.
+const (
+	requestLine = iota
+	badLine
+	blankLine
+	notRequestLine
+	otherRouteLine
+)
+
+// outcome is what parsing one line gave.
+type outcome struct {
+	kind    uint8
+	logged  bool   // keyed by the keys the log carries
+	format  string // the format it read as
+	reason  string // why a bad line is bad
+	arrival int64
+	key     span // in the chunk's keys
+}
+
+// lineParser parses lines and builds their keys; one per goroutine.
+type lineParser struct {
+	key        []keySource
+	o          ReplayOptions
+	sr         *sluiceReader
+	unrecorded []bool
+	l          line
+}
+
+func newLineParser(key []keySource, o ReplayOptions) *lineParser {
+	return &lineParser{key: key, o: o, sr: newSluiceReader(), unrecorded: make([]bool, len(key))}
+}
+
+// parse reads one line in format ("" until it is known) and returns what
+// it is and, for a request, its consumer's key (valid until the next call).
+func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, []byte) {
+	if tooLong {
+		return outcome{kind: badLine, reason: fmt.Sprintf("longer than %d bytes", maxLine)}, nil
+	}
+	text = bytes.TrimRight(text, "\r\n")
+	if len(bytes.TrimSpace(text)) == 0 {
+		return outcome{kind: blankLine}, nil
+	}
+	l := &lp.l
+	*l = line{}
+	var err error
+	out := outcome{format: format}
+	switch {
+	case format == FormatSluice || format == "" && text[0] == '{':
+		err = lp.sr.read(text, l)
+		out.format = FormatSluice
+	default:
+		err = l.readCombined(text)
+		out.format = FormatCombined
+	}
+	if err != nil {
+		out.kind, out.reason = badLine, err.Error()
+		if format == "" {
+			out.reason = "neither a sluice JSON log line nor nginx's combined format: " + out.reason
+		}
+		return out, nil
+	}
+	if l.notRequest {
+		out.kind = notRequestLine
+		return out, nil
+	}
+	slot, listed := lp.o.Slots[l.route]
+	if len(lp.o.Slots) > 0 && out.format == FormatSluice && !listed {
+		out.kind = otherRouteLine
+		return out, nil
+	}
+	out.arrival = l.arrival
+	var k []byte
+	if listed && l.keys != nil && slot >= 0 && slot < len(l.keys) {
+		k = boundKey(append(k, l.keys[slot]...), 0)
+		out.logged = true
+	} else {
+		k = appendKey(k, lp.key, &l.logged)
+		for i, s := range lp.key {
+			if !s.readable(&l.logged) {
+				lp.unrecorded[i] = true
+			}
+		}
+	}
+	return out, k
+}
+
+// chunk is a run of lines parsed together.
+type chunk struct {
+	first      int // number of its first line
+	data       []byte
+	lines      []span // in data
+	long       []bool // lines too long, left out of data
+	outs       []outcome
+	keys       []byte // the requests' keys
+	unrecorded []bool
+	err        error         // reading failed after its lines
+	done       chan struct{} // closed when parsed
+}
+
+// linesPerChunk is how many lines a parser takes at a time.
+const linesPerChunk = 4096
+
+// parseChunks reads the rest of br in chunks, which parsers on every core
+// parse while the next are read, and sends them in order of lines.
+func parseChunks(br *bufio.Reader, read int, format string, key []keySource, o ReplayOptions) chan *chunk {
+	ordered := make(chan *chunk, 2*runtime.GOMAXPROCS(0))
+	work := make(chan *chunk, 2*runtime.GOMAXPROCS(0))
+	for range runtime.GOMAXPROCS(0) {
+		go func() {
+			lp := newLineParser(key, o)
+			for c := range work {
+				clear(lp.unrecorded)
+				for i, sp := range c.lines {
+					out, k := lp.parse(c.data[sp.from:sp.to], c.long[i], format)
+					from := len(c.keys)
+					c.keys = append(c.keys, k...)
+					out.key = span{from, len(c.keys)}
+					c.outs = append(c.outs, out)
+				}
+				c.unrecorded = slices.Clone(lp.unrecorded)
+				close(c.done)
+			}
+		}()
+	}
+	go func() {
+		defer close(ordered)
+		defer close(work)
+		next := read + 1
+		for {
+			c := &chunk{first: next, done: make(chan struct{})}
+			var err error
+			for len(c.lines) < linesPerChunk {
+				var text []byte
+				var tooLong bool
+				text, tooLong, err = readLine(br)
+				if len(text) == 0 && !tooLong && err != nil {
+					break
+				}
+				from := len(c.data)
+				c.data = append(c.data, text...)
+				c.lines = append(c.lines, span{from, len(c.data)})
+				c.long = append(c.long, tooLong)
+				err = nil
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				c.err = err
+			}
+			if len(c.lines) == 0 && c.err == nil {
+				return
+			}
+			next += len(c.lines)
+			if c.err == nil {
+				work <- c
+			} else {
+				close(c.done)
+			}
+			ordered <- c
+			if c.err != nil || err != nil {
+				return
+			}
+		}
+	}()
+	return ordered
+}
+
+// drain lets parseChunks finish after an error.
+func drain(chunks chan *chunk) {
+	go func() {
+		for range chunks {
+		}
+	}()
 }
 
 // spreadSeconds spreads the requests logged in one whole second evenly over

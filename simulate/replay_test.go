@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -183,5 +184,45 @@ func TestParseKeyErrors(t *testing.T) {
 		if _, err := parseKey(strings.Split(tc.in, ",")); err == nil || err.Error() != tc.want {
 			t.Errorf("parseKey(%q): got error %v, want %q", tc.in, err, tc.want)
 		}
+	}
+}
+
+// TestReadLogChunks reads a log long enough to be parsed in chunks on
+// several goroutines: lines keep their numbers and requests their order.
+func TestReadLogChunks(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	const n = 3*linesPerChunk + 17
+	bad := map[int]bool{2: true, linesPerChunk: true, linesPerChunk + 1: true, 2*linesPerChunk + 5: true, n: true}
+	for i := 1; i <= n; i++ {
+		switch {
+		case bad[i]:
+			b.WriteString("{broken\n")
+		case i%1000 == 0:
+			b.WriteString(`{"time":"2026-03-09T10:00:00Z","msg":"reloaded"}` + "\n")
+		default:
+			fmt.Fprintf(&b, `{"time":"2026-03-09T10:00:%02d.%06dZ","msg":"request","client_ip":"10.0.%d.%d"}`+"\n", i/100000, i%100000*10, i%7, i%3)
+		}
+	}
+	tr, rep := readLog(t, b.String(), ReplayOptions{Key: []string{"ip"}})
+	var lines []int
+	for _, l := range rep.Bad {
+		lines = append(lines, l.Line)
+	}
+	if want := []int{2, linesPerChunk, linesPerChunk + 1, 2*linesPerChunk + 5, n}; !slices.Equal(lines, want) {
+		t.Errorf("got bad lines %v, want %v", lines, want)
+	}
+	wantRequests := n - len(bad) - n/1000
+	if rep.Lines != n || rep.Requests != wantRequests || rep.NotRequests != n/1000 || len(tr.Keys) != 21 {
+		t.Errorf("got %d lines, %d requests, %d others, %d consumers; want %d, %d, %d, 21", rep.Lines, rep.Requests, rep.NotRequests, len(tr.Keys), n, wantRequests, n/1000)
+	}
+	// Each line is 10µs after the last: the order of lines is kept.
+	for i := 1; i < len(tr.Requests); i++ {
+		if tr.Requests[i].At <= tr.Requests[i-1].At {
+			t.Fatalf("request %d at %s, after %s: want increasing", i, tr.Requests[i].At, tr.Requests[i-1].At)
+		}
+	}
+	if want := "10.0.1.1"; tr.Keys[0] != want {
+		t.Errorf("got first consumer %q, want %q", tr.Keys[0], want)
 	}
 }
