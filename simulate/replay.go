@@ -9,8 +9,8 @@ import (
 	"net/netip"
 	"net/url"
 	"runtime"
-	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -159,6 +159,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 		for i, u := range c.unrecorded {
 			unrecorded[i] = unrecorded[i] || u
 		}
+		chunkPool.Put(c)
 	}
 	return finishLog(tr, rep, arrivals, key, unrecorded)
 }
@@ -216,6 +217,7 @@ type lineParser struct {
 	sr         *sluiceReader
 	unrecorded []bool
 	l          line
+	keyBuf     []byte
 }
 
 func newLineParser(key []keySource, o ReplayOptions) *lineParser {
@@ -261,7 +263,8 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 		return out, nil
 	}
 	out.arrival = l.arrival
-	var k []byte
+	k := lp.keyBuf[:0]
+	defer func() { lp.keyBuf = k[:0] }()
 	if listed && l.keys != nil && slot >= 0 && slot < len(l.keys) {
 		k = boundKey(append(k, l.keys[slot]...), 0)
 		out.logged = true
@@ -292,6 +295,24 @@ type chunk struct {
 // linesPerChunk is how many lines a parser takes at a time.
 const linesPerChunk = 4096
 
+// chunkPool recycles chunks and their buffers.
+var chunkPool = sync.Pool{New: func() any {
+	return &chunk{
+		lines: make([]span, 0, linesPerChunk),
+		long:  make([]bool, 0, linesPerChunk),
+		outs:  make([]outcome, 0, linesPerChunk),
+	}
+}}
+
+// newChunk returns an empty chunk whose lines start at line first.
+func newChunk(first int) *chunk {
+	c := chunkPool.Get().(*chunk)
+	c.first, c.err, c.done = first, nil, make(chan struct{})
+	c.data, c.lines, c.long = c.data[:0], c.lines[:0], c.long[:0]
+	c.outs, c.keys = c.outs[:0], c.keys[:0]
+	return c
+}
+
 // parseChunks reads the rest of br in chunks, which parsers on every core
 // parse while the next are read, and sends them in order of lines.
 func parseChunks(br *bufio.Reader, read int, format string, key []keySource, o ReplayOptions) chan *chunk {
@@ -309,7 +330,7 @@ func parseChunks(br *bufio.Reader, read int, format string, key []keySource, o R
 					out.key = span{from, len(c.keys)}
 					c.outs = append(c.outs, out)
 				}
-				c.unrecorded = slices.Clone(lp.unrecorded)
+				c.unrecorded = append(c.unrecorded[:0], lp.unrecorded...)
 				close(c.done)
 			}
 		}()
@@ -319,7 +340,7 @@ func parseChunks(br *bufio.Reader, read int, format string, key []keySource, o R
 		defer close(work)
 		next := read + 1
 		for {
-			c := &chunk{first: next, done: make(chan struct{})}
+			c := newChunk(next)
 			var err error
 			for len(c.lines) < linesPerChunk {
 				var text []byte
