@@ -165,7 +165,7 @@ func WriteSVG(w io.Writer, p Params, tl *Timeline, rs []Result) error {
 			top+46, r.Accepted, r.Queued, r.Rejected)
 		more := fmt.Sprintf("peak %d per %s", r.Peak, shortDuration(p.Window))
 		if r.ConsumersLimited > 0 || r.MostLimited != nil {
-			more += fmt.Sprintf(", %d consumers limited", r.ConsumersLimited)
+			more += ", " + plural(r.ConsumersLimited, "consumer") + " limited"
 		}
 		fmt.Fprintf(&b, "<text x=\"12\" y=\"%d\" font-size=\"11\" fill=\"#555555\">%s</text>\n", top+62, escape(more))
 		fmt.Fprintf(&b, "<line x1=\"%d\" y1=\"%.0f\" x2=\"%d\" y2=\"%.0f\" stroke=\"#8a96a3\"/>\n", labelWidth, base, labelWidth+plotWidth, base)
