@@ -90,6 +90,7 @@ type logged struct {
 	rawQuery  string
 	userAgent string
 	referer   string
+	hasRoute  bool // the format records the route (sluice's log)
 	hasQuery  bool // the format records the query string (nginx's $request)
 	hasAgent  bool // the format records User-Agent and Referer (combined)
 }
@@ -99,8 +100,10 @@ type logged struct {
 // in the gateway.
 func (s keySource) readable(l *logged) bool {
 	switch s.kind {
-	case srcIP, srcRoute, srcMethod, srcPath, srcGlobal:
+	case srcIP, srcMethod, srcPath, srcGlobal:
 		return true
+	case srcRoute:
+		return l.hasRoute
 	case srcQuery:
 		return l.hasQuery
 	case srcHeader:

@@ -551,7 +551,7 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 	}
 	// The line is written when the request finishes.
 	l.arrival = t.UnixNano() - int64(duration*float64(time.Millisecond))
-	l.route, l.method, l.path = get(fRoute), get(fMethod), get(fPath)
+	l.route, l.method, l.path, l.hasRoute = get(fRoute), get(fMethod), get(fPath), true
 	// The gateway logs a request without an address as "invalid IP".
 	l.client, _ = netip.ParseAddr(get(fClient))
 	if hasKeys {
