@@ -464,82 +464,38 @@ const (
 	nFields
 )
 
+// fieldsRead is what reading one JSON line found.
+type fieldsRead struct {
+	fields   [nFields]span
+	seen     [nFields]bool
+	hasKeys  bool
+	duration float64
+}
+
 // read reads one line of sluice's JSON log into l: slog's time and msg,
 // and the access line's fields (see the README's Access log). Its strings
-// share one allocation.
+// share one allocation. Lines as slog writes them take a fast path; any
+// other line goes through the full JSON decoder, which also words the
+// errors.
 func (sr *sluiceReader) read(text []byte, l *line) error {
-	sr.src.Reset(text)
-	sr.dec.Reset(&sr.src)
-	dec := sr.dec
-	sr.arena = sr.arena[:0]
-	sr.keys = sr.keys[:0]
-	var fields [nFields]span
-	var seen [nFields]bool
-	hasKeys := false
-	duration := 0.0
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != jsontext.KindBeginObject {
-		return errors.New("not a JSON object")
-	}
-	for dec.PeekKind() != jsontext.KindEndObject {
-		name, err := dec.ReadValue()
-		if err != nil {
-			return fmt.Errorf("not JSON: %v", shortErr(err))
+	var fr fieldsRead
+	sr.arena, sr.keys = sr.arena[:0], sr.keys[:0]
+	if !sr.fast(text, &fr) {
+		fr = fieldsRead{}
+		sr.arena, sr.keys = sr.arena[:0], sr.keys[:0]
+		if err := sr.decode(text, &fr); err != nil {
+			return err
 		}
-		f := -1
-		switch string(name) {
-		case `"time"`:
-			f = fTime
-		case `"route"`:
-			f = fRoute
-		case `"method"`:
-			f = fMethod
-		case `"path"`:
-			f = fPath
-		case `"client_ip"`:
-			f = fClient
-		case `"msg"`:
-			f = fMsg
-		case `"duration_ms"`:
-			tok, err := dec.ReadToken()
-			if err != nil || tok.Kind() != jsontext.KindNumber {
-				return errors.New("duration_ms: want a number")
-			}
-			duration, _ = tok.Float()
-			if duration < 0 || duration > float64(24*time.Hour/time.Millisecond) {
-				return fmt.Errorf("duration_ms: %v out of range", duration)
-			}
-			continue
-		case `"keys"`:
-			if hasKeys, err = sr.readKeys(); err != nil {
-				return fmt.Errorf("keys: %v", err)
-			}
-			continue
-		default:
-			if err := dec.SkipValue(); err != nil {
-				return fmt.Errorf("not JSON: %v", shortErr(err))
-			}
-			continue
-		}
-		if fields[f], err = sr.readString(); err != nil {
-			return fmt.Errorf("%s: %v", name[1:len(name)-1], err)
-		}
-		seen[f] = true
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return fmt.Errorf("not JSON: %v", shortErr(err))
-	}
-	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
-		return errors.New("more than one JSON value")
 	}
 	str := string(sr.arena)
-	get := func(f int) string { return str[fields[f].from:fields[f].to] }
+	get := func(f int) string { return str[fr.fields[f].from:fr.fields[f].to] }
 	switch {
-	case !seen[fMsg]:
+	case !fr.seen[fMsg]:
 		return errors.New("no msg: not a sluice log line")
 	case get(fMsg) != "request":
 		l.notRequest = true
 		return nil
-	case !seen[fTime]:
+	case !fr.seen[fTime]:
 		return errors.New("no time")
 	}
 	t, err := time.Parse(time.RFC3339Nano, get(fTime))
@@ -550,17 +506,297 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 		return err
 	}
 	// The line is written when the request finishes.
-	l.arrival = t.UnixNano() - int64(duration*float64(time.Millisecond))
+	l.arrival = t.UnixNano() - int64(fr.duration*float64(time.Millisecond))
 	l.route, l.method, l.path, l.hasRoute = get(fRoute), get(fMethod), get(fPath), true
 	// The gateway logs a request without an address as "invalid IP".
 	l.client, _ = netip.ParseAddr(get(fClient))
-	if hasKeys {
+	if fr.hasKeys {
 		l.keys = make([]string, len(sr.keys))
 		for i, k := range sr.keys {
 			l.keys[i] = str[k.from:k.to]
 		}
 	}
 	return nil
+}
+
+// fieldOf names the access line's fields replay uses; -1 for the others.
+func fieldOf(quotedName []byte) int {
+	switch string(quotedName) {
+	case `"time"`:
+		return fTime
+	case `"route"`:
+		return fRoute
+	case `"method"`:
+		return fMethod
+	case `"path"`:
+		return fPath
+	case `"client_ip"`:
+		return fClient
+	case `"msg"`:
+		return fMsg
+	}
+	return -1
+}
+
+// maxDuration is the longest duration_ms a line may give.
+const maxDuration = float64(24 * time.Hour / time.Millisecond)
+
+// decode reads a line with the full JSON decoder.
+func (sr *sluiceReader) decode(text []byte, fr *fieldsRead) error {
+	sr.src.Reset(text)
+	sr.dec.Reset(&sr.src)
+	dec := sr.dec
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != jsontext.KindBeginObject {
+		return errors.New("not a JSON object")
+	}
+	for dec.PeekKind() != jsontext.KindEndObject {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return fmt.Errorf("not JSON: %v", shortErr(err))
+		}
+		switch string(name) {
+		case `"duration_ms"`:
+			tok, err := dec.ReadToken()
+			if err != nil || tok.Kind() != jsontext.KindNumber {
+				return errors.New("duration_ms: want a number")
+			}
+			fr.duration, _ = tok.Float()
+			if fr.duration < 0 || fr.duration > maxDuration {
+				return fmt.Errorf("duration_ms: %v out of range", fr.duration)
+			}
+			continue
+		case `"keys"`:
+			if fr.hasKeys, err = sr.readKeys(); err != nil {
+				return fmt.Errorf("keys: %v", err)
+			}
+			continue
+		}
+		f := fieldOf(name)
+		if f < 0 {
+			if err := dec.SkipValue(); err != nil {
+				return fmt.Errorf("not JSON: %v", shortErr(err))
+			}
+			continue
+		}
+		if fr.fields[f], err = sr.readString(); err != nil {
+			return fmt.Errorf("%s: %v", name[1:len(name)-1], err)
+		}
+		fr.seen[f] = true
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return fmt.Errorf("not JSON: %v", shortErr(err))
+	}
+	if _, err := dec.ReadToken(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// fast reads a line as slog writes it: one flat object whose names and
+// strings hold no escapes, control or non-ASCII bytes, whose values are
+// such strings, numbers, true, false or null, and keys an array of such
+// strings. It reports false for anything else, leaving the line to decode.
+func (sr *sluiceReader) fast(text []byte, fr *fieldsRead) bool {
+	var names [24][]byte // to refuse duplicate names, as decode does
+	n := 0
+	i := skipSpace(text, 0)
+	if i >= len(text) || text[i] != '{' {
+		return false
+	}
+	i = skipSpace(text, i+1)
+	if i < len(text) && text[i] == '}' {
+		i++
+	} else {
+		for {
+			from, to, ok := plainString(text, i)
+			if !ok || n == len(names) {
+				return false
+			}
+			name := text[from-1 : to+1]
+			for _, prev := range names[:n] {
+				if bytes.Equal(prev, name) {
+					return false
+				}
+			}
+			names[n], n = name, n+1
+			i = skipSpace(text, to+1)
+			if i >= len(text) || text[i] != ':' {
+				return false
+			}
+			i = skipSpace(text, i+1)
+			switch f := fieldOf(name); {
+			case string(name) == `"keys"`:
+				if i, ok = sr.fastKeys(text, i, fr); !ok {
+					return false
+				}
+			case string(name) == `"duration_ms"`:
+				end := numberEnd(text, i)
+				if end < 0 {
+					return false
+				}
+				d, err := strconv.ParseFloat(string(text[i:end]), 64)
+				if err != nil || d < 0 || d > maxDuration {
+					return false
+				}
+				fr.duration, i = d, end
+			case f >= 0:
+				from, to, ok := plainString(text, i)
+				if !ok {
+					return false
+				}
+				start := len(sr.arena)
+				sr.arena = append(sr.arena, text[from:to]...)
+				fr.fields[f], fr.seen[f] = span{start, len(sr.arena)}, true
+				i = to + 1
+			default:
+				if i = plainValue(text, i); i < 0 {
+					return false
+				}
+			}
+			i = skipSpace(text, i)
+			if i >= len(text) {
+				return false
+			}
+			if text[i] == '}' {
+				i++
+				break
+			}
+			if text[i] != ',' {
+				return false
+			}
+			i = skipSpace(text, i+1)
+		}
+	}
+	return skipSpace(text, i) == len(text)
+}
+
+// fastKeys reads the keys field's array (or null) at i and returns where
+// it ends.
+func (sr *sluiceReader) fastKeys(text []byte, i int, fr *fieldsRead) (int, bool) {
+	if bytes.HasPrefix(text[i:], []byte("null")) {
+		fr.hasKeys = false
+		sr.keys = sr.keys[:0]
+		return i + 4, true
+	}
+	if i >= len(text) || text[i] != '[' {
+		return 0, false
+	}
+	sr.keys = sr.keys[:0]
+	i = skipSpace(text, i+1)
+	if i < len(text) && text[i] == ']' {
+		fr.hasKeys = true
+		return i + 1, true
+	}
+	for {
+		from, to, ok := plainString(text, i)
+		if !ok {
+			return 0, false
+		}
+		start := len(sr.arena)
+		sr.arena = append(sr.arena, text[from:to]...)
+		sr.keys = append(sr.keys, span{start, len(sr.arena)})
+		i = skipSpace(text, to+1)
+		if i >= len(text) {
+			return 0, false
+		}
+		if text[i] == ']' {
+			fr.hasKeys = true
+			return i + 1, true
+		}
+		if text[i] != ',' {
+			return 0, false
+		}
+		i = skipSpace(text, i+1)
+	}
+}
+
+// plainString finds a string at i holding only printable ASCII other than
+// backslash and returns the bounds of its contents.
+func plainString(text []byte, i int) (int, int, bool) {
+	if i >= len(text) || text[i] != '"' {
+		return 0, 0, false
+	}
+	for j := i + 1; j < len(text); j++ {
+		switch c := text[j]; {
+		case c == '"':
+			return i + 1, j, true
+		case c < 0x20 || c >= 0x7f || c == '\\':
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
+}
+
+// plainValue returns where a plain string, a number, true, false or null
+// at i ends; -1 for anything else.
+func plainValue(text []byte, i int) int {
+	if i >= len(text) {
+		return -1
+	}
+	switch text[i] {
+	case '"':
+		if _, to, ok := plainString(text, i); ok {
+			return to + 1
+		}
+		return -1
+	case 't', 'f', 'n':
+		for _, lit := range []string{"true", "false", "null"} {
+			if bytes.HasPrefix(text[i:], []byte(lit)) {
+				return i + len(lit)
+			}
+		}
+		return -1
+	}
+	return numberEnd(text, i)
+}
+
+// numberEnd returns where the JSON number at i ends; -1 when there is
+// none.
+func numberEnd(text []byte, i int) int {
+	digits := func(j int) int {
+		k := j
+		for k < len(text) && '0' <= text[k] && text[k] <= '9' {
+			k++
+		}
+		return k
+	}
+	if i < len(text) && text[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(text) && text[i] == '0':
+		i++
+	case i < len(text) && '1' <= text[i] && text[i] <= '9':
+		i = digits(i)
+	default:
+		return -1
+	}
+	if i < len(text) && text[i] == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return -1
+		}
+		i = j
+	}
+	if i < len(text) && (text[i] == 'e' || text[i] == 'E') {
+		i++
+		if i < len(text) && (text[i] == '+' || text[i] == '-') {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return -1
+		}
+		i = j
+	}
+	return i
+}
+
+func skipSpace(text []byte, i int) int {
+	for i < len(text) && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // readString reads a string value into the arena.

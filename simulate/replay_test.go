@@ -227,3 +227,85 @@ func TestReadLogChunks(t *testing.T) {
 		t.Errorf("got first consumer %q, want %q", tr.Keys[0], want)
 	}
 }
+
+// readBoth reads a line on the fast path and with the decoder and
+// describes what each found; fast is "" when the fast path declined.
+func readBoth(line []byte) (fast, full string, fullErr error) {
+	describe := func(sr *sluiceReader, fr *fieldsRead) string {
+		var b strings.Builder
+		for f := range nFields {
+			fmt.Fprintf(&b, "%v:%q ", fr.seen[f], sr.arena[fr.fields[f].from:fr.fields[f].to])
+		}
+		fmt.Fprintf(&b, "keys %v", fr.hasKeys)
+		for _, k := range sr.keys {
+			fmt.Fprintf(&b, " %q", sr.arena[k.from:k.to])
+		}
+		fmt.Fprintf(&b, " duration %v", fr.duration)
+		return b.String()
+	}
+	sr := newSluiceReader()
+	var fr fieldsRead
+	if sr.fast(line, &fr) {
+		fast = describe(sr, &fr)
+	}
+	sr2 := newSluiceReader()
+	var fr2 fieldsRead
+	if fullErr = sr2.decode(line, &fr2); fullErr == nil {
+		full = describe(sr2, &fr2)
+	}
+	return fast, full, fullErr
+}
+
+// TestSluiceFastPath: the fast path reads what the decoder reads, and
+// leaves every line it cannot read plainly to the decoder.
+func TestSluiceFastPath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		line string
+		fast bool // the fast path takes it
+	}{
+		{`{"time":"2026-03-09T10:00:01Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":12.5,"client_ip":"203.0.113.7","keys":["a","b|c"]}`, true},
+		{` { "msg" : "request" , "duration_ms" : 1e-3 , "ok" : true, "x": null, "y": false, "n": -0.5E+2 } `, true},
+		{`{}`, true},
+		{`{"msg":"request","keys":[]}`, true},
+		{`{"msg":"request","keys":null}`, true},
+		{`{"msg":"request","path":"/caf\u00e9"}`, false},
+		{`{"msg":"request","path":"/café"}`, false},
+		{`{"msg":"request","path":"/a\"b"}`, false},
+		{`{"msg":"request","nested":{"a":1}}`, false},
+		{`{"msg":"request","list":[1,2]}`, false},
+		{`{"msg":"request","msg":"other"}`, false},
+		{`{"msg":"request","n":01}`, false},
+		{`{"msg":"request","n":1.}`, false},
+		{`{"msg":"request","n":tru}`, false},
+		{`{"msg":"request","duration_ms":-1}`, false},
+		{`{"msg":"request","duration_ms":"1"}`, false},
+		{`{"msg":"request","route":7}`, false},
+		{`{"msg":"request","keys":["a",1]}`, false},
+		{`{"msg":"request",}`, false},
+		{`{"msg":"request"} x`, false},
+		{`{"msg":"request"`, false},
+		{`{"msg" "request"}`, false},
+		{"{\"msg\":\"req\tuest\"}", false},
+	} {
+		fast, full, err := readBoth([]byte(tc.line))
+		if (fast != "") != tc.fast {
+			t.Errorf("%s: fast path took it: %v, want %v", tc.line, fast != "", tc.fast)
+		}
+		if fast != "" && (err != nil || fast != full) {
+			t.Errorf("%s: fast path read\n%s\ndecoder read\n%s (error %v)", tc.line, fast, full, err)
+		}
+	}
+}
+
+// FuzzSluiceFastPath checks the same on any line.
+func FuzzSluiceFastPath(f *testing.F) {
+	f.Add([]byte(`{"time":"2026-03-09T10:00:01Z","msg":"request","duration_ms":12.5,"client_ip":"203.0.113.7","keys":["a"]}`))
+	f.Add([]byte(`{"msg":"request","n":-0.5E+2,"b":true}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fast, full, err := readBoth(line)
+		if fast != "" && (err != nil || fast != full) {
+			t.Errorf("%q: fast path read\n%s\ndecoder read\n%s (error %v)", line, fast, full, err)
+		}
+	})
+}
