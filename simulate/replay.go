@@ -146,7 +146,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 		<-c.done
 		if c.err != nil {
 			drain(chunks)
-			return nil, nil, fmt.Errorf("reading line %d: %w", c.first+len(c.outs), c.err)
+			return nil, nil, fmt.Errorf("reading line %d: %w", c.first+len(c.lines), c.err)
 		}
 		for i := range c.outs {
 			out := &c.outs[i]

@@ -309,3 +309,25 @@ func FuzzSluiceFastPath(f *testing.F) {
 		}
 	})
 }
+
+// failingReader gives its data, then fails.
+type failingReader struct{ data *strings.Reader }
+
+func (r failingReader) Read(p []byte) (int, error) {
+	if r.data.Len() == 0 {
+		return 0, errClosed
+	}
+	return r.data.Read(p)
+}
+
+func TestReadLogReadError(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for range 2*linesPerChunk + 3 {
+		b.WriteString(`{"time":"2026-03-09T10:00:01Z","msg":"request","client_ip":"203.0.113.7"}` + "\n")
+	}
+	_, _, err := ReadLog(failingReader{strings.NewReader(b.String())}, ReplayOptions{Key: []string{"ip"}})
+	if want := fmt.Sprintf("reading line %d: closed", 2*linesPerChunk+4); err == nil || err.Error() != want {
+		t.Errorf("got error %v, want %q", err, want)
+	}
+}
