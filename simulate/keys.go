@@ -32,8 +32,28 @@ const (
 	srcJSON
 )
 
+// readKey compiles a policy's key list for ReadLog. The config has
+// checked it already, so a source this package does not know (one the
+// gateway gained since) is not an error: no log records it, and the
+// report says so.
+func readKey(list []string) ([]keySource, error) {
+	if len(list) == 0 {
+		return parseKey(list)
+	}
+	out := make([]keySource, 0, len(list))
+	for _, s := range list {
+		src, err := parseKey([]string{s})
+		if err != nil {
+			out = append(out, keySource{text: strings.TrimSpace(s)})
+			continue
+		}
+		out = append(out, src[0])
+	}
+	return out, nil
+}
+
 // parseKey compiles a key list such as ["header:X-API-Key", "ip"], with the
-// syntax the gateway's config takes.
+// syntax the gateway's config takes, as -key gives it.
 func parseKey(list []string) ([]keySource, error) {
 	if len(list) == 0 {
 		return nil, fmt.Errorf("no key sources, want a list like ip or header:X-API-Key,ip")

@@ -27,7 +27,8 @@ const maxLine = 1 << 20
 
 // ReplayOptions say how a log's requests map onto the policy's buckets.
 type ReplayOptions struct {
-	// Key is the policy's key list, such as ["header:X-API-Key", "ip"].
+	// Key is the policy's key list, such as ["header:X-API-Key", "ip"]. A
+	// source no log records counts as empty and is named in the report.
 	Key []string
 	// Slots maps each route that lists the policy to the policy's place
 	// among the route's limits: the index of its value in the keys field
@@ -79,7 +80,7 @@ type LogReport struct {
 // silently. The error is non-nil only when reading r failed or the log
 // holds more than MaxTraffic requests.
 func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
-	key, err := parseKey(o.Key)
+	key, err := readKey(o.Key)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -83,17 +83,18 @@ func TestReadLogPolicyRoutes(t *testing.T) {
 {"time":"2026-03-09T10:00:04Z","msg":"request","route":"login","client_ip":"203.0.113.9","keys":["key-b"]}
 {"time":"2026-03-09T10:00:05Z","msg":"request","route":"login","client_ip":"203.0.113.9"}
 `
-	o := ReplayOptions{Key: []string{"header:X-API-Key"}, Slots: map[string]int{"orders": 1, "login": 0}}
+	o := ReplayOptions{Key: []string{"header:X-API-Key", "tls:sni"}, Slots: map[string]int{"orders": 1, "login": 0}}
 	tr, rep := readLog(t, log, o)
-	want := []string{"key-a@1s", "key-b@4s", "@5s"}
+	want := []string{"key-a@1s", "key-b@4s", "|@5s"}
 	if got := consumersOf(tr); !slices.Equal(got, want) {
 		t.Errorf("got requests %q, want %q", got, want)
 	}
 	if rep.OtherRoutes != 2 || rep.LoggedKeys != 2 {
 		t.Errorf("got %d lines of other routes and %d keyed by logged keys, want 2 and 2", rep.OtherRoutes, rep.LoggedKeys)
 	}
-	// The last line carries no keys, and the log has no headers.
-	if want := []string{"header:X-API-Key"}; !slices.Equal(rep.Unrecorded, want) {
+	// The last line carries no keys, and the log has no headers, nor a
+	// source this reader does not know.
+	if want := []string{"header:X-API-Key", "tls:sni"}; !slices.Equal(rep.Unrecorded, want) {
 		t.Errorf("got unrecorded sources %q, want %q", rep.Unrecorded, want)
 	}
 }
