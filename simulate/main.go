@@ -65,7 +65,7 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 	duration := fs.Duration("duration", 0, "-pattern: how long the traffic lasts, e.g. 10m")
 	consumers := fs.Int("consumers", 1, "-pattern: `N` consumers, each with its own bucket")
 	seed := fs.Uint64("seed", 1, "-pattern: the random `seed`; equal seeds give equal traffic")
-	replay := fs.String("replay", "", "replay an access `file`: sluice's JSON log or nginx's combined format")
+	replay := fs.String("replay", "", "replay the access log in `file`: sluice's JSON log or nginx's combined format")
 	keyList := fs.String("key", "", "-replay: the key `sources`, comma-separated, e.g. header:X-API-Key,ip (default: the policy's, or ip)")
 	showKeys := fs.Bool("show-keys", false, "show consumers' keys rather than their digests (keys are often credentials)")
 	accuracy := fs.Bool("accuracy", false, "compare sliding_window_counter with the exact sliding_window_log decision by decision")

@@ -157,8 +157,9 @@ func TestMainHelp(t *testing.T) {
 	if code != 0 {
 		t.Errorf("got exit %d, want 0", code)
 	}
-	for _, flag := range []string{"-limit", "-window", "-burst", "-queue", "-max-wait", "-at", "-format", "-config", "-policy"} {
-		if !strings.Contains(errOut, "\n  "+flag+" ") {
+	for _, flag := range []string{"-limit", "-window", "-burst", "-queue", "-max-wait", "-at", "-format", "-config", "-policy",
+		"-pattern", "-rate", "-duration", "-consumers", "-seed", "-replay", "-key", "-show-keys", "-accuracy"} {
+		if !strings.Contains(errOut, "\n  "+flag+" ") && !strings.Contains(errOut, "\n  "+flag+"\n") {
 			t.Errorf("got help %q, want it to list %s", errOut, flag)
 		}
 	}
