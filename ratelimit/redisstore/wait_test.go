@@ -82,8 +82,10 @@ func TestWaitGiveBackOnServerTime(t *testing.T) {
 func TestDepartureAfterRoundTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
-	const interval = 200 * time.Millisecond
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "trip", Algorithm: ratelimit.LeakyBucket, Limit: 5, Window: time.Second, Queue: 3})
+	// The interval is long beside the pause, so that a loaded machine
+	// cannot stretch the second decision past the first one's slot.
+	const interval = time.Second
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "trip", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: interval, Queue: 3})
 	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
 	out := make([]ratelimit.Decision, 1)
 	before := time.Now()
