@@ -1,7 +1,7 @@
 # Targets a developer and CI use. `make test` is the whole suite.
 GO ?= go
 
-.PHONY: test build bench lint soak
+.PHONY: test build bench bench-load lint soak
 
 # test installs redis-server when it is missing, then runs every test with
 # the race detector; SLUICE_REQUIRE_REDIS=1 makes a missing Redis a failure,
@@ -23,6 +23,13 @@ build:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./ratelimit/ ./proxy/ ./metrics/
+
+# bench-load is the side-by-side load run of README › Performance: the
+# upstream alone, a bare Go proxy, sluice and nginx, one after the other
+# on 127.0.0.1 (under 3 minutes; not part of test). BEFORE=REV adds sluice
+# built at git revision REV.
+bench-load:
+	./bench/load/run.sh
 
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
