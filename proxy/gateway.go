@@ -155,13 +155,17 @@ func (g *Gateway) compileRoute(r *routes.Route) *route {
 		rt.policyHeader = []string{policyHeader(names, pols)}
 	}
 	rt.upstreams = &upstreams{base: g.transport, targets: r.Upstreams, timeout: r.Timeout}
+	// FlushInterval stays 0: ReverseProxy flushes every write of a
+	// text/event-stream response and of one without a Content-Length on
+	// its own. A negative interval would flush the headers of every
+	// response from a timer goroutine before the body is copied, one more
+	// write to the client socket and a goroutine per request.
 	rt.proxy = &httputil.ReverseProxy{
-		Rewrite:       rt.rewrite,
-		Transport:     rt.upstreams,
-		FlushInterval: -1, // stream every write: SSE and chunked APIs pass through unbuffered
-		ErrorHandler:  g.upstreamError(rt),
-		ErrorLog:      slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
-		BufferPool:    bufferPool{},
+		Rewrite:      rt.rewrite,
+		Transport:    rt.upstreams,
+		ErrorHandler: g.upstreamError(rt),
+		ErrorLog:     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		BufferPool:   bufferPool{},
 	}
 	if len(r.Limits) > 0 {
 		rt.proxy.ModifyResponse = dropLimitHeaders
