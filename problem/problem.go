@@ -3,9 +3,11 @@
 package problem
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Details is a problem body. Type is "about:blank" unless set; Title
@@ -21,30 +23,140 @@ type Details struct {
 	RetryAfter int64  `json:"retry_after,omitempty"`
 }
 
+// Header values every problem answer carries, shared so that writing one
+// allocates no slice for them. Nobody may modify them.
+var (
+	contentType  = []string{"application/problem+json"}
+	cacheControl = []string{"no-store"}
+)
+
+// lengths caches Content-Length values; problem bodies are short.
+var lengths [2048]atomic.Pointer[[]string]
+
+// contentLength returns n as a header value, shared between answers of the
+// same length.
+func contentLength(n int) []string {
+	if n >= len(lengths) {
+		return []string{strconv.Itoa(n)}
+	}
+	if v := lengths[n].Load(); v != nil {
+		return *v
+	}
+	v := []string{strconv.Itoa(n)}
+	lengths[n].Store(&v)
+	return v
+}
+
+var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 // Write sends p with its status. It sets Content-Type and Content-Length and
 // tells caches not to keep the answer.
 func Write(w http.ResponseWriter, p Details) {
+	bp := bodies.Get().(*[]byte)
+	body := append(Append((*bp)[:0], p), '\n')
+	h := w.Header()
+	h["Content-Type"] = contentType
+	h["Content-Length"] = contentLength(len(body))
+	h["Cache-Control"] = cacheControl
+	delete(h, "Content-Encoding")
+	w.WriteHeader(p.Status)
+	w.Write(body)
+	*bp = body
+	bodies.Put(bp)
+}
+
+// Error writes a problem of the given status with a human-readable detail.
+func Error(w http.ResponseWriter, status int, detail string) {
+	Write(w, Details{Status: status, Detail: detail})
+}
+
+// Append appends p as JSON to dst, with the defaults Write applies, exactly
+// as encoding/json marshals Details (members in field order, HTML
+// characters escaped).
+func Append(dst []byte, p Details) []byte {
 	if p.Type == "" {
 		p.Type = "about:blank"
 	}
 	if p.Title == "" {
 		p.Title = http.StatusText(p.Status)
 	}
-	body, err := json.Marshal(p)
-	if err != nil { // cannot happen: every field is a plain value
-		body = []byte(`{"type":"about:blank","status":500}`)
+	dst = append(dst, `{"type":`...)
+	dst = AppendString(dst, p.Type)
+	dst = append(dst, `,"title":`...)
+	dst = AppendString(dst, p.Title)
+	dst = append(dst, `,"status":`...)
+	dst = strconv.AppendInt(dst, int64(p.Status), 10)
+	if p.Detail != "" {
+		dst = append(dst, `,"detail":`...)
+		dst = AppendString(dst, p.Detail)
 	}
-	body = append(body, '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("Cache-Control", "no-store")
-	h.Del("Content-Encoding")
-	w.WriteHeader(p.Status)
-	w.Write(body)
+	if p.Instance != "" {
+		dst = append(dst, `,"instance":`...)
+		dst = AppendString(dst, p.Instance)
+	}
+	if p.Policy != "" {
+		dst = append(dst, `,"policy":`...)
+		dst = AppendString(dst, p.Policy)
+	}
+	if p.RetryAfter != 0 {
+		dst = append(dst, `,"retry_after":`...)
+		dst = strconv.AppendInt(dst, p.RetryAfter, 10)
+	}
+	return append(dst, '}')
 }
 
-// Error writes a problem of the given status with a human-readable detail.
-func Error(w http.ResponseWriter, status int, detail string) {
-	Write(w, Details{Status: status, Detail: detail})
+const hex = "0123456789abcdef"
+
+// AppendString appends s as a JSON string the way encoding/json writes it:
+// control characters and <, >, & as \u00XX (but \b \f \n \r \t by their
+// short forms), invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func AppendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }

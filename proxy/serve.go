@@ -177,9 +177,21 @@ func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, p *ratelimit.Policy,
 	v := []string{strconv.FormatInt(retry, 10)}
 	h[hRetryAfter] = v
 	h[hXRateLimitRetry] = v
+	var buf [256]byte
+	b := append(buf[:0], "rate limit "...)
+	b = append(b, p.Name...)
+	b = append(b, " of route "...)
+	b = append(b, rt.r.Name...)
+	b = append(b, " exceeded: "...)
+	b = strconv.AppendInt(b, p.Limit, 10)
+	b = append(b, " requests per "...)
+	b = append(b, p.Window.String()...)
+	b = append(b, "; retry in "...)
+	b = strconv.AppendInt(b, retry, 10)
+	b = append(b, " s"...)
 	problem.Write(w, problem.Details{
 		Status:     http.StatusTooManyRequests,
-		Detail:     fmt.Sprintf("rate limit %s of route %s exceeded: %d requests per %s; retry in %d s", p.Name, rt.r.Name, p.Limit, p.Window, retry),
+		Detail:     string(b),
 		Policy:     p.Name,
 		RetryAfter: retry,
 	})
