@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -33,6 +34,11 @@ type Options struct {
 	// Clock gives the time limits are decided at; default
 	// ratelimit.SystemClock(). Give the store the same clock.
 	Clock *ratelimit.Clock
+	// AccessLog, when set, receives the access lines (one JSON line per
+	// request, in the Logger's JSON format) instead of the Logger; they are
+	// still written only when the Logger is enabled for info. Each Write
+	// is one whole line.
+	AccessLog io.Writer
 }
 
 // Gateway is the http.Handler of the plain and TLS listeners. Load swaps
@@ -43,6 +49,7 @@ type Gateway struct {
 	metrics   *metrics.Metrics
 	transport http.RoundTripper
 	clock     *ratelimit.Clock
+	access    io.Writer
 	current   atomic.Pointer[snapshot]
 
 	drainOnce sync.Once
@@ -90,7 +97,7 @@ func New(o Options) *Gateway {
 	if o.Clock == nil {
 		o.Clock = ratelimit.SystemClock()
 	}
-	g := &Gateway{log: o.Logger, metrics: o.Metrics, transport: o.Transport, clock: o.Clock}
+	g := &Gateway{log: o.Logger, metrics: o.Metrics, transport: o.Transport, clock: o.Clock, access: o.AccessLog}
 	g.drainCtx, g.drainNow = context.WithCancel(context.Background())
 	return g
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -301,7 +300,8 @@ func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request,
 	} else if status == 0 {
 		status = http.StatusOK
 	}
-	dur := time.Since(start)
+	now := time.Now()
+	dur := now.Sub(start)
 	name := ""
 	if rt != nil {
 		name = rt.r.Name
@@ -312,34 +312,7 @@ func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request,
 	if s == nil || !s.access {
 		return
 	}
-	attrs := []slog.Attr{
-		slog.String("request_id", ex.id),
-		slog.String("route", name),
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
-		slog.Int("status", status),
-		slog.Float64("duration_ms", float64(dur.Microseconds())/1000),
-		slog.String("client_ip", ex.client.String()),
-	}
-	if ex.upstream != "" {
-		attrs = append(attrs, slog.String("upstream", ex.upstream))
-	}
-	if ex.rejectedBy != "" {
-		attrs = append(attrs, slog.String("rejected_by", ex.rejectedBy))
-	}
-	if ex.waited > 0 {
-		attrs = append(attrs, slog.Float64("queue_wait_ms", float64(ex.waited.Microseconds())/1000))
-	}
-	if ex.upstreamErr != nil {
-		attrs = append(attrs, slog.String("upstream_error", ex.upstreamErr.Error()))
-	}
-	if ex.bodyErr != nil {
-		attrs = append(attrs, slog.String("body_error", ex.bodyErr.Error()))
-	}
-	if ex.keys != nil {
-		attrs = append(attrs, slog.Any("keys", ex.keys))
-	}
-	g.log.LogAttrs(r.Context(), slog.LevelInfo, "request", attrs...)
+	g.logAccess(r, ex, accessLine{at: now, route: name, status: status, duration: dur})
 }
 
 // recorder remembers the status written through it. It passes flushes and

@@ -140,6 +140,9 @@ type Log struct {
 	// LogKeys adds consumer key values to access log lines. Default false,
 	// since keys are often credentials.
 	LogKeys bool
+	// FlushInterval is the longest an access line waits in the buffer
+	// before it is written; 0 writes each line at once. Default 100ms.
+	FlushInterval time.Duration
 }
 
 // Load reads path and returns the compiled configuration. When the file is
@@ -234,10 +237,11 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 		}
 	}
 	c.Table = d.routes(m["routes"].val, "routes", policies, c.Policies)
-	lm := d.fields(m["log"].val, "log", "access_log", "log_keys")
+	lm := d.fields(m["log"].val, "log", "access_log", "log_keys", "flush_interval")
 	c.Log = Log{
-		AccessLog: d.boolean(lm, "access_log", "log").or(true),
-		LogKeys:   d.boolean(lm, "log_keys", "log").or(false),
+		AccessLog:     d.boolean(lm, "access_log", "log").or(true),
+		LogKeys:       d.boolean(lm, "log_keys", "log").or(false),
+		FlushInterval: d.nonNegative(d.duration(lm, "flush_interval", "log"), "log.flush_interval").or(100 * time.Millisecond),
 	}
 	return c
 }
@@ -269,6 +273,14 @@ func checkAddress(s string) error {
 func (d *decoder) positive(v val[time.Duration], path string) val[time.Duration] {
 	if v.set && v.v <= 0 {
 		d.errorf(v.n, path, "must be > 0")
+		return val[time.Duration]{}
+	}
+	return v
+}
+
+func (d *decoder) nonNegative(v val[time.Duration], path string) val[time.Duration] {
+	if v.set && v.v < 0 {
+		d.errorf(v.n, path, "must be >= 0")
 		return val[time.Duration]{}
 	}
 	return v

@@ -110,7 +110,7 @@ client_header_timeout: 3s
 client_body_timeout: 4s
 keepalive_timeout: 5s
 trusted_proxies: [10.0.0.0/8, 192.0.2.7, "2001:db8::/32", "::1"]
-log: {access_log: false, log_keys: true}
+log: {access_log: false, log_keys: true, flush_interval: 1s}
 store:
   type: redis
   memory: {max_keys: 1_000}
@@ -142,8 +142,8 @@ store:
 		t.Errorf("got client timeouts %v, %v, %v, want 3s, 4s, 5s", c.ClientHeaderTimeout, c.ClientBodyTimeout, c.KeepaliveTimeout)
 	case !slices.Equal(c.TrustedProxies, wantPrefixes):
 		t.Errorf("got trusted_proxies %v, want %v", c.TrustedProxies, wantPrefixes)
-	case c.Log != Log{AccessLog: false, LogKeys: true}:
-		t.Errorf("got log %+v, want access_log false, log_keys true", c.Log)
+	case c.Log != Log{AccessLog: false, LogKeys: true, FlushInterval: time.Second}:
+		t.Errorf("got log %+v, want access_log false, log_keys true, flush_interval 1s", c.Log)
 	case c.Store.Type != "redis" || c.Store.Memory.MaxKeys != 1000:
 		t.Errorf("got store %q with max_keys %d, want redis and 1000", c.Store.Type, c.Store.Memory.MaxKeys)
 	case !reflect.DeepEqual(c.Store.Redis, want):

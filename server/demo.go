@@ -55,7 +55,7 @@ func Demo(ctx context.Context, o DemoOptions) error {
 	if err != nil {
 		return fmt.Errorf("loading the demo configuration: %w", err)
 	}
-	srv, err := NewFromConfig(ctx, "", cfg, o.Log)
+	srv, err := NewFromConfig(ctx, "", cfg, o.Log, nil)
 	if err != nil {
 		return err
 	}

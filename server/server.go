@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/admin"
 	"github.com/sluicehq/sluice/certs"
+	"github.com/sluicehq/sluice/internal/linewriter"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/proxy"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -33,7 +35,8 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	gateway *proxy.Gateway
-	clock   *ratelimit.Clock // the time of every decision, immune to wall clock steps
+	clock   *ratelimit.Clock     // the time of every decision, immune to wall clock steps
+	access  *linewriter.Buffered // nil: access lines go through log
 
 	mu      sync.Mutex // serialises Reload and Shutdown
 	cfg     atomic.Pointer[routes.Config]
@@ -48,19 +51,26 @@ type Server struct {
 }
 
 // New loads the configuration at path and builds everything Serve needs,
-// without listening yet.
-func New(ctx context.Context, path string, log *slog.Logger) (*Server, error) {
+// without listening yet. Access lines go to access, the destination of
+// log's JSON handler, through a buffer that holds them for at most the
+// config's log.flush_interval; nil sends them through log unbuffered.
+func New(ctx context.Context, path string, log *slog.Logger, access io.Writer) (*Server, error) {
 	cfg, err := routes.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	return NewFromConfig(ctx, path, cfg, log)
+	return NewFromConfig(ctx, path, cfg, log, access)
 }
 
 // NewFromConfig is New with a configuration already loaded; path is where
 // reloads read from ("" disables reload).
-func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *slog.Logger) (*Server, error) {
+func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *slog.Logger, access io.Writer) (*Server, error) {
 	s := &Server{path: path, log: log, metrics: metrics.New(), clock: ratelimit.SystemClock(), addrs: make(map[string]net.Addr)}
+	var accessLog io.Writer
+	if access != nil {
+		s.access = linewriter.New(access, cfg.Log.FlushInterval, 0)
+		accessLog = s.access
+	}
 	if err := s.buildStore(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -72,7 +82,7 @@ func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *sl
 		}
 		s.certs = m
 	}
-	s.gateway = proxy.New(proxy.Options{Logger: log, Metrics: s.metrics, Clock: s.clock})
+	s.gateway = proxy.New(proxy.Options{Logger: log, Metrics: s.metrics, Clock: s.clock, AccessLog: accessLog})
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
 	return s, nil
@@ -138,6 +148,7 @@ func (s *Server) Addr(name string) net.Addr {
 // within the configured shutdown_timeout. It returns nil after a clean or
 // timed-out shutdown, an error when a listener cannot start.
 func (s *Server) Serve(ctx context.Context) error {
+	defer s.FlushAccessLog()
 	cfg := s.cfg.Load()
 	errc := make(chan error, 3)
 	var handler http.Handler = s.counting(s.gateway)
@@ -249,8 +260,17 @@ func (s *Server) shutdown() error {
 	if s.redis != nil {
 		s.memory.Close()
 	}
+	s.FlushAccessLog()
 	s.log.Info("sluice stopped")
 	return nil
+}
+
+// FlushAccessLog writes the access lines waiting in the buffer. Reload and
+// shutdown call it; after shutdown, lines are written at once.
+func (s *Server) FlushAccessLog() {
+	if s.access != nil {
+		s.access.Flush()
+	}
 }
 
 func (s *Server) closeAll() {
@@ -268,6 +288,8 @@ func (s *Server) closeAll() {
 func (s *Server) Reload() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A SIGHUP also hands log rotation a complete file.
+	s.FlushAccessLog()
 	if s.path == "" {
 		return errors.New("reloading: no configuration file")
 	}
@@ -290,6 +312,9 @@ func (s *Server) Reload() error {
 	}
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
+	if s.access != nil {
+		s.access.SetDelay(cfg.Log.FlushInterval)
+	}
 	s.metrics.Reload(true)
 	s.log.Info("configuration reloaded", "file", s.path, "routes", len(cfg.Table.Routes))
 	return nil

@@ -145,7 +145,7 @@ func runServe(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	srv, err := server.New(ctx, f.config, log)
+	srv, err := server.New(ctx, f.config, log, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

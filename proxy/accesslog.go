@@ -1,0 +1,184 @@
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// accessLine is what one access log line records.
+type accessLine struct {
+	at       time.Time
+	route    string
+	status   int
+	duration time.Duration
+}
+
+var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// logAccess writes the access line of a finished request. With an
+// AccessLog writer the line is encoded here, the same JSON the slog
+// handler writes (same keys, order and escaping), with no allocation;
+// otherwise it goes through the logger.
+func (g *Gateway) logAccess(r *http.Request, ex *exchange, l accessLine) {
+	if g.access == nil {
+		g.logAccessSlog(r, ex, l)
+		return
+	}
+	if !g.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	bp := lineBuffers.Get().(*[]byte)
+	b := (*bp)[:0]
+	b = append(b, `{"time":"`...)
+	b = l.at.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"INFO","msg":"request","request_id":`...)
+	b = appendLogString(b, ex.id)
+	b = append(b, `,"route":`...)
+	b = appendLogString(b, l.route)
+	b = append(b, `,"method":`...)
+	b = appendLogString(b, r.Method)
+	b = append(b, `,"path":`...)
+	b = appendLogString(b, r.URL.Path)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(l.status), 10)
+	b = append(b, `,"duration_ms":`...)
+	b = appendMillis(b, l.duration)
+	b = append(b, `,"client_ip":"`...)
+	if ex.client.IsValid() {
+		b = ex.client.AppendTo(b) // an address needs no escaping
+	} else {
+		b = append(b, "invalid IP"...) // as netip.Addr.String says it
+	}
+	b = append(b, '"')
+	if ex.upstream != "" {
+		b = append(b, `,"upstream":`...)
+		b = appendLogString(b, ex.upstream)
+	}
+	if ex.rejectedBy != "" {
+		b = append(b, `,"rejected_by":`...)
+		b = appendLogString(b, ex.rejectedBy)
+	}
+	if ex.waited > 0 {
+		b = append(b, `,"queue_wait_ms":`...)
+		b = appendMillis(b, ex.waited)
+	}
+	if ex.upstreamErr != nil {
+		b = append(b, `,"upstream_error":`...)
+		b = appendLogString(b, ex.upstreamErr.Error())
+	}
+	if ex.bodyErr != nil {
+		b = append(b, `,"body_error":`...)
+		b = appendLogString(b, ex.bodyErr.Error())
+	}
+	if ex.keys != nil {
+		b = append(b, `,"keys":[`...)
+		for i, k := range ex.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendLogString(b, k)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, "}\n"...)
+	g.access.Write(b)
+	*bp = b
+	lineBuffers.Put(bp)
+}
+
+// logAccessSlog writes the access line through the logger.
+func (g *Gateway) logAccessSlog(r *http.Request, ex *exchange, l accessLine) {
+	if !g.log.Enabled(r.Context(), slog.LevelInfo) {
+		return
+	}
+	attrs := []slog.Attr{
+		slog.String("request_id", ex.id),
+		slog.String("route", l.route),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", l.status),
+		slog.Float64("duration_ms", float64(l.duration.Microseconds())/1000),
+		slog.String("client_ip", ex.client.String()),
+	}
+	if ex.upstream != "" {
+		attrs = append(attrs, slog.String("upstream", ex.upstream))
+	}
+	if ex.rejectedBy != "" {
+		attrs = append(attrs, slog.String("rejected_by", ex.rejectedBy))
+	}
+	if ex.waited > 0 {
+		attrs = append(attrs, slog.Float64("queue_wait_ms", float64(ex.waited.Microseconds())/1000))
+	}
+	if ex.upstreamErr != nil {
+		attrs = append(attrs, slog.String("upstream_error", ex.upstreamErr.Error()))
+	}
+	if ex.bodyErr != nil {
+		attrs = append(attrs, slog.String("body_error", ex.bodyErr.Error()))
+	}
+	if ex.keys != nil {
+		attrs = append(attrs, slog.Any("keys", ex.keys))
+	}
+	rec := slog.NewRecord(l.at, slog.LevelInfo, "request", 0)
+	rec.AddAttrs(attrs...)
+	g.log.Handler().Handle(r.Context(), rec)
+}
+
+// appendMillis appends d in milliseconds with microsecond precision, as
+// encoding/json writes float64(d.Microseconds())/1000.
+func appendMillis(b []byte, d time.Duration) []byte {
+	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', -1, 64)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendLogString appends s as a JSON string escaped the way slog's JSON
+// handler escapes it: \" \\ \n \r \t, other control characters as
+// \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
+func appendLogString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}

@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+// TestAccessLineMatchesSlog holds the hand-encoded access line to what the
+// slog JSON handler writes for the same request, byte for byte.
+func TestAccessLineMatchesSlog(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 3, 12, 0, 0, 123456789, time.FixedZone("X", 5400))
+	odd := "q\"uote\\ <&> tab\t nl\n ctl\x01 bad\xff sep\u2028 ✓"
+	for _, tc := range []struct {
+		name string
+		ex   exchange
+		l    accessLine
+		path string
+	}{
+		{"plain", exchange{id: "abc", client: netip.MustParseAddr("127.0.0.1"), upstream: "127.0.0.1:9000"},
+			accessLine{at: at, route: "api", status: 200, duration: 1234567 * time.Nanosecond}, "/v1/x"},
+		{"rejected", exchange{id: "id", client: netip.MustParseAddr("2001:db8::1"), rejectedBy: "otp#1", keys: []string{"k1", odd}},
+			accessLine{at: at, route: "otp", status: 429, duration: 40 * time.Microsecond}, "/v1/otp"},
+		{"everything", exchange{id: odd, client: netip.MustParseAddr("192.0.2.1"), upstream: "u:1", waited: 1500 * time.Millisecond, upstreamErr: errors.New(odd), bodyErr: errors.New("body " + odd), keys: []string{}},
+			accessLine{at: at.Add(-123 * time.Millisecond), route: odd, status: 502, duration: 3 * time.Second}, "/" + odd},
+		{"zero", exchange{}, accessLine{at: time.Unix(0, 0).UTC(), status: 499}, "/"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest("GET", "/", nil)
+			r.URL.Path = tc.path
+			var viaSlog, direct bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&viaSlog, nil))
+			(&Gateway{log: log}).logAccess(r, &tc.ex, tc.l)
+			(&Gateway{log: log, access: &direct}).logAccess(r, &tc.ex, tc.l)
+			if viaSlog.String() != direct.String() {
+				t.Errorf("got  %s\nwant %s", direct.String(), viaSlog.String())
+			}
+		})
+	}
+}
+
+func TestAccessLineFollowsLogLevel(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r := httptest.NewRequest("GET", "/", nil)
+	(&Gateway{log: log, access: &out}).logAccess(r, &exchange{}, accessLine{status: 200})
+	if out.Len() != 0 {
+		t.Errorf("at level warn: got %q, want no access line", out.String())
+	}
+}
