@@ -216,8 +216,9 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 			out[hXForwardedHost] = v
 		}
 	}
-	out.Set(hXRealIP, ex.client.String())
-	out.Set(hRequestID, ex.id)
+	ex.ipValue[0] = ex.client.String()
+	out[hXRealIP] = ex.ipValue[:]
+	out[hRequestID] = ex.idValue[:]
 	ex.upstream = target.Host
 }
 

@@ -98,10 +98,21 @@ func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision) {
 			most = i
 		}
 	}
-	h[hRateLimitPolicy] = rt.policyHeader
-	h[hRateLimit] = []string{string(b)}
+	// The four values share one string and one backing array: two
+	// allocations instead of eight.
 	d := &ds[most]
-	h[hXRateLimitLimit] = []string{strconv.FormatInt(d.Limit, 10)}
-	h[hXRateLimitRemain] = []string{strconv.FormatInt(max(d.Remaining, 0), 10)}
-	h[hXRateLimitReset] = []string{strconv.FormatInt(seconds(d.Reset), 10)}
+	n0 := len(b)
+	b = strconv.AppendInt(b, d.Limit, 10)
+	n1 := len(b)
+	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+	n2 := len(b)
+	b = strconv.AppendInt(b, seconds(d.Reset), 10)
+	all := string(b)
+	v := new([4]string)
+	v[0], v[1], v[2], v[3] = all[:n0], all[n0:n1], all[n1:n2], all[n2:]
+	h[hRateLimitPolicy] = rt.policyHeader
+	h[hRateLimit] = v[0:1:1]
+	h[hXRateLimitLimit] = v[1:2:2]
+	h[hXRateLimitRemain] = v[2:3:3]
+	h[hXRateLimitReset] = v[3:4:4]
 }

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/metrics"
@@ -23,8 +24,11 @@ import (
 )
 
 // exchange is what one request learns on its way through, for the upstream
-// rewrite and the access log.
+// rewrite and the access log. It is also the request's context from
+// admission on (the request's own, plus itself as a value), which spares
+// a context.WithValue per request.
 type exchange struct {
+	context.Context
 	id          string
 	client      netip.Addr
 	trusted     bool
@@ -36,9 +40,28 @@ type exchange struct {
 	body        *clientBody // nil when the request has no body
 	bodyErr     error       // what the client got wrong sending the body
 	waited      time.Duration
+	decisions   *decisions // pooled; released when the request is finished
+
+	// Allocated with the exchange rather than one by one: the response
+	// recorder and the single-value header slices of X-Request-Id and
+	// X-Real-Ip.
+	rec     recorder
+	idValue [1]string
+	ipValue [1]string
 }
 
 type exchangeKey struct{}
+
+// Value returns ex itself for exchangeKey, else the request context's value.
+func (ex *exchange) Value(key any) any {
+	if _, ok := key.(exchangeKey); ok {
+		return ex
+	}
+	if ex.Context == nil {
+		return nil
+	}
+	return ex.Context.Value(key)
+}
 
 func exchangeOf(ctx context.Context) *exchange {
 	ex, _ := ctx.Value(exchangeKey{}).(*exchange)
@@ -51,9 +74,10 @@ func exchangeOf(ctx context.Context) *exchange {
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &recorder{ResponseWriter: w}
 	s := g.current.Load()
-	ex := &exchange{}
+	ex := &exchange{Context: r.Context()}
+	ex.rec.ResponseWriter = w
+	rec := &ex.rec
 	var rt *route
 	defer func() {
 		if v := recover(); v != nil {
@@ -78,7 +102,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !validRequestID(ex.id) {
 		ex.id = newRequestID()
 	}
-	rec.Header().Set(hRequestID, ex.id)
+	ex.idValue[0] = ex.id
+	rec.Header()[hRequestID] = ex.idValue[:]
 	if hasDotSegment(r.URL.Path) {
 		// Matching sees the path as sent; an upstream that resolves dot
 		// segments could serve another route's endpoint past this
@@ -95,11 +120,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !admitBody(rec, r, rt, ex) {
 		return
 	}
-	r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 	if len(match.Limits) > 0 && !g.admit(s, rt, rec, r, ex) {
 		return
 	}
-	rt.proxy.ServeHTTP(rec, r)
+	rt.proxy.ServeHTTP(rec, r.WithContext(ex))
 }
 
 // admit applies the route's limits to r. It answers the request itself and
@@ -118,8 +142,9 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 		}
 	}
 	n := len(rt.r.Limits)
-	reqs := make([]ratelimit.Request, n)
-	ds := make([]ratelimit.Decision, n)
+	// The slices live until the request is finished (finish releases them).
+	ex.decisions = decisionsFor(n)
+	reqs, ds := ex.decisions.reqs, ex.decisions.ds
 	var kb [128]byte
 	for i, l := range rt.r.Limits {
 		k := l.Key.Append(kb[:0], r, ex.client, body)
@@ -166,6 +191,32 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 		return g.wait(s, rt, w, r, reqs[rt.leaky], ds[rt.leaky], ex)
 	}
 	return true
+}
+
+// decisions holds one request's limit requests and decisions; pooled, as
+// every limited request needs them and the store call makes them escape.
+type decisions struct {
+	reqs []ratelimit.Request
+	ds   []ratelimit.Decision
+}
+
+var decisionPool = sync.Pool{New: func() any { return new(decisions) }}
+
+func decisionsFor(n int) *decisions {
+	dc := decisionPool.Get().(*decisions)
+	if cap(dc.reqs) < n {
+		dc.reqs = make([]ratelimit.Request, n)
+		dc.ds = make([]ratelimit.Decision, n)
+	}
+	dc.reqs, dc.ds = dc.reqs[:n], dc.ds[:n]
+	clear(dc.ds)
+	return dc
+}
+
+// release returns dc to the pool; nothing may keep its slices after.
+func (dc *decisions) release() {
+	clear(dc.reqs) // drop the policy pointers and key strings
+	decisionPool.Put(dc)
 }
 
 // tooMany answers 429 for the limit p that rejected the request.
@@ -294,6 +345,9 @@ func (b *replayBody) Close() error { return b.orig.Close() }
 // finish records the request in metrics and the access log.
 func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request, ex *exchange, start time.Time) {
 	ex.body.settle()
+	if ex.decisions != nil {
+		defer ex.decisions.release()
+	}
 	status := rec.status
 	if ex.clientGone && !rec.wrote {
 		status = 499 // as nginx logs it: the client closed the connection first

@@ -1,0 +1,44 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+)
+
+// TestRejectionBytes pins the 429 answer of SPEC section 4 to the byte:
+// its headers and its problem+json body.
+func TestRejectionBytes(t *testing.T) {
+	t.Parallel()
+	g := allocGateway(t)
+	serveOne(t, g, &discardWriter{h: http.Header{}}, "/reject", 200) // spends the only token
+	rec := httptest.NewRecorder()
+	g.ServeHTTP(rec, newRequest(t, "/reject"))
+	if rec.Code != 429 {
+		t.Fatalf("status: got %d, want 429", rec.Code)
+	}
+	wantBody := `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"rate limit reject#1 of route reject exceeded: 1 requests per 1h0m0s; retry in 3600 s","policy":"reject#1","retry_after":3600}` + "\n"
+	if got := rec.Body.String(); got != wantBody {
+		t.Errorf("body:\n got %s\nwant %s", got, wantBody)
+	}
+	for name, want := range map[string]string{
+		"Content-Type":            "application/problem+json",
+		"Content-Length":          strconv.Itoa(len(wantBody)),
+		"Cache-Control":           "no-store",
+		"Retry-After":             "3600",
+		"X-Ratelimit-Retry-After": "3600",
+		"Ratelimit-Policy":        `"reject#1";q=1;w=3600`,
+		"Ratelimit":               `"reject#1";r=0;t=3600`,
+		"X-Ratelimit-Limit":       "1",
+		"X-Ratelimit-Remaining":   "0",
+		"X-Ratelimit-Reset":       "3600",
+	} {
+		if got := rec.Header()[name]; len(got) != 1 || got[0] != want {
+			t.Errorf("%s: got %q, want %q", name, got, want)
+		}
+	}
+	if id := rec.Header().Get("X-Request-Id"); len(id) != 32 {
+		t.Errorf("X-Request-Id: got %q, want 32 hex digits", id)
+	}
+}
