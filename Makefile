@@ -26,8 +26,8 @@ bench:
 
 # bench-load is the side-by-side load run of README › Performance: the
 # upstream alone, a bare Go proxy, sluice and nginx, one after the other
-# on 127.0.0.1 (under 3 minutes; not part of test). BEFORE=REV adds sluice
-# built at git revision REV.
+# on 127.0.0.1 (under 3 minutes; not part of test). BEFORE="REV ..." adds
+# sluice built at each git revision REV to the same run.
 bench-load:
 	./bench/load/run.sh
 

@@ -2,8 +2,8 @@
 # make bench-load: the side-by-side load benchmark. Installs wrk and nginx
 # from Debian when they are missing, builds sluice, the bare Go proxy and
 # the upstream into bench/load/out/bin, and runs every target once
-# (bench/load/runner). BEFORE=REV also builds sluice at git revision REV
-# and measures it in the same run. Extra arguments go to the runner
+# (bench/load/runner). BEFORE="REV ..." also builds sluice at each git
+# revision REV and measures it in the same run. Extra arguments go to the runner
 # (e.g. -d 4s, -only nginx).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,14 +33,14 @@ $GO build -o "$out/bin/bareproxy" ./bench/load/bareproxy
 $GO build -o "$out/bin/upstream" ./bench/load/upstream
 $GO build -o "$out/bin/runner" ./bench/load/runner
 
-args=()
-if [ -n "${BEFORE:-}" ]; then
-  src="$out/src-$BEFORE"
+others=
+for rev in ${BEFORE:-}; do
+  src="$out/src-$rev"
   rm -rf "$src"
   mkdir -p "$src"
-  git archive "$BEFORE" | tar -x -C "$src"
-  (cd "$src" && $GO build -o ../bin/sluice-"$BEFORE" ./cmd/sluice)
+  git archive "$rev" | tar -x -C "$src"
+  (cd "$src" && $GO build -o ../bin/sluice-"$rev" ./cmd/sluice)
   rm -rf "$src"
-  args+=(-before "$out/bin/sluice-$BEFORE" -before-label "$BEFORE")
-fi
-exec "$out/bin/runner" -out "$out" -bin "$out/bin" "${args[@]}" "$@"
+  others="${others:+$others,}$rev=$out/bin/sluice-$rev"
+done
+exec "$out/bin/runner" -out "$out" -bin "$out/bin" -others "$others" "$@"

@@ -30,8 +30,7 @@ import (
 var (
 	out      = flag.String("out", "bench/load/out", "`directory` for configs, logs and result rows")
 	bin      = flag.String("bin", "bench/load/out/bin", "`directory` with the upstream, bareproxy and sluice binaries")
-	before   = flag.String("before", "", "an older sluice `binary` to measure beside the current one")
-	label    = flag.String("before-label", "before", "what the older binary's rows are called")
+	others   = flag.String("others", "", "older sluice binaries to measure beside the current one: `LABEL=BINARY,...`")
 	duration = flag.Duration("d", 6*time.Second, "wrk duration of each measurement")
 	warmup   = flag.Duration("warmup", time.Second, "wrk run before each measurement, not counted")
 	threads  = flag.Int("t", 2, "wrk threads")
@@ -127,8 +126,14 @@ func main() {
 		}
 	}
 	targets = append(targets, sluiceTargets("sluice", filepath.Join(bindir, "sluice"))...)
-	if *before != "" {
-		targets = append(targets, sluiceTargets("sluice "+*label, abs(*before))...)
+	var labels []string
+	for _, o := range strings.Split(*others, ",") {
+		label, binary, ok := strings.Cut(o, "=")
+		if !ok {
+			continue
+		}
+		labels = append(labels, label)
+		targets = append(targets, sluiceTargets("sluice "+label, abs(binary))...)
 	}
 
 	nginxAddr := freeAddr()
@@ -239,7 +244,7 @@ func main() {
 	rps := func(r result) float64 { return r.rps }
 	cpu := func(r result) float64 { return float64(r.cpuPerReq) }
 	p99 := func(r result) float64 { return float64(r.p99) }
-	for _, s := range []string{"sluice", "sluice " + *label} {
+	for _, s := range append([]string{"sluice"}, prefixed("sluice ", labels)...) {
 		if _, ok := res[s+", limit never rejects"]; !ok {
 			continue
 		}
@@ -252,10 +257,11 @@ func main() {
 		ratio("CPU per 429 / nginx's", s+", 429 every request", "nginx, limit_req 429 every request", cpu, "")
 		ratio("req/s, no limit / bare Go proxy", s+", no limit", "bare Go proxy, limit never rejects", rps, "")
 	}
-	if *before != "" {
-		fmt.Printf("sluice / sluice %s:\n", *label)
+	for _, label := range labels {
+		fmt.Printf("sluice / sluice %s:\n", label)
 		for _, kind := range []string{"no limit", "limit never rejects", "429 every request"} {
-			ratio("req/s, "+kind, "sluice, "+kind, "sluice "+*label+", "+kind, rps, "")
+			ratio("req/s, "+kind, "sluice, "+kind, "sluice "+label+", "+kind, rps, "")
+			ratio("CPU per request, "+kind, "sluice, "+kind, "sluice "+label+", "+kind, cpu, "")
 		}
 	}
 	fmt.Printf("\nraw rows: %s\n", rowsPath)
@@ -317,6 +323,14 @@ http {
   }
 }
 `
+
+func prefixed(p string, ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = p + s
+	}
+	return out
+}
 
 // median returns the middle of the rounds' k-th percentile.
 func median(ps [][3]time.Duration, k int) time.Duration {
