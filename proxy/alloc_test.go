@@ -93,7 +93,7 @@ routes:
     match: {path_prefix: /limited}
     upstream: %[1]s
     limits:
-      - {algorithm: token_bucket, limit: 1000000000, window: 1s, key: [ip]}
+      - {algorithm: token_bucket, limit: 1000000, window: 1s, burst: 1000000, key: [ip]}
   - name: reject
     match: {path_prefix: /reject}
     upstream: %[1]s
