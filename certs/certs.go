@@ -28,6 +28,8 @@ import (
 
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3"
+
+	"github.com/sluicehq/sluice/internal/tlsversion"
 )
 
 // The ACME challenge types a Config may enable.
@@ -140,26 +142,10 @@ func New(cfg Config, logger *slog.Logger) (*Manager, error) {
 }
 
 func checkVersion(v uint16) error {
-	switch v {
-	case 0, tls.VersionTLS10, tls.VersionTLS11, tls.VersionTLS12, tls.VersionTLS13:
+	if v == 0 || tlsversion.Known(v) {
 		return nil
 	}
 	return fmt.Errorf("configuring tls: unknown minimum version 0x%04x", v)
-}
-
-// ParseVersion returns the TLS version named "1.0", "1.1", "1.2" or "1.3".
-func ParseVersion(s string) (uint16, error) {
-	switch s {
-	case "1.0":
-		return tls.VersionTLS10, nil
-	case "1.1":
-		return tls.VersionTLS11, nil
-	case "1.2":
-		return tls.VersionTLS12, nil
-	case "1.3":
-		return tls.VersionTLS13, nil
-	}
-	return 0, fmt.Errorf("unknown tls version %q (want 1.0, 1.1, 1.2 or 1.3)", s)
 }
 
 // prepareACME builds the certmagic cache, config and issuer for a.
@@ -276,9 +262,41 @@ func (m *Manager) buildConfig(minVersion uint16) *tls.Config {
 	}
 	return &tls.Config{
 		MinVersion:     minVersion,
+		CipherSuites:   cipherSuites(minVersion),
 		NextProtos:     protos,
 		GetCertificate: m.getCertificate,
 	}
+}
+
+// modernSuites are the TLS 1.2 cipher suites served: forward secret
+// (ECDHE) and authenticated encryption (AES-GCM, ChaCha20-Poly1305) only,
+// as Mozilla's "intermediate" profile. Go's defaults also offer the CBC
+// suites with SHA-1 MACs, which TLS 1.2 clients do not need. TLS 1.3
+// suites are not configurable and are all modern.
+var modernSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// legacySuites are the only suites TLS 1.0 and 1.1 can use; they are added
+// (after the modern ones, so a TLS 1.2 client never picks them over those)
+// only when min_version lets such clients in.
+var legacySuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+}
+
+func cipherSuites(minVersion uint16) []uint16 {
+	if minVersion < tls.VersionTLS12 {
+		return slices.Concat(modernSuites, legacySuites)
+	}
+	return modernSuites
 }
 
 // TLSConfig returns the config for the HTTPS listener: ALPN h2 and

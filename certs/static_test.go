@@ -277,25 +277,47 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
-func TestParseVersion(t *testing.T) {
+// TestCipherSuites checks that TLS 1.2 offers only forward-secret AEAD
+// suites: a client that offers nothing but CBC with SHA-1 is refused,
+// unless min_version lets TLS 1.0/1.1 clients in, which need them.
+func TestCipherSuites(t *testing.T) {
 	t.Parallel()
+	pair := writePair(t, t.TempDir(), "a.example.test")
 	tests := []struct {
-		in      string
-		want    uint16
+		name    string
+		min     uint16
+		suite   uint16
 		wantErr bool
 	}{
-		{"1.0", tls.VersionTLS10, false},
-		{"1.1", tls.VersionTLS11, false},
-		{"1.2", tls.VersionTLS12, false},
-		{"1.3", tls.VersionTLS13, false},
-		{"1.4", 0, true},
-		{"", 0, true},
+		{"default refuses ECDHE CBC SHA-1", 0, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, true},
+		{"1.2 refuses AES-256 CBC SHA-1", tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, true},
+		{"1.2 refuses CBC SHA-256", tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256, true},
+		{"1.2 accepts AES-GCM", tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, false},
+		{"1.2 accepts ChaCha20", tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, false},
+		{"1.0 keeps CBC for old clients", tls.VersionTLS10, tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, false},
 	}
 	for _, tc := range tests {
-		got, err := ParseVersion(tc.in)
-		if got != tc.want || (err != nil) != tc.wantErr {
-			t.Errorf("ParseVersion(%q): got %x, %v; want %x, error %v", tc.in, got, err, tc.want, tc.wantErr)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := New(Config{MinVersion: tc.min, Certificates: []Pair{pair}}, nil)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer m.Stop()
+			ln := listen(t, "")
+			serveTLS(t, ln, m, okHandler)
+			cs, err := handshake(ln.Addr().String(), &tls.Config{
+				InsecureSkipVerify: true,
+				MaxVersion:         tls.VersionTLS12,
+				CipherSuites:       []uint16{tc.suite},
+			})
+			if gotErr := err != nil; gotErr != tc.wantErr {
+				t.Fatalf("TLS 1.2 handshake offering only %s: got error %v, want error %v", tls.CipherSuiteName(tc.suite), err, tc.wantErr)
+			}
+			if err == nil && cs.CipherSuite != tc.suite {
+				t.Errorf("negotiated %s, want %s", tls.CipherSuiteName(cs.CipherSuite), tls.CipherSuiteName(tc.suite))
+			}
+		})
 	}
 }
 

@@ -9,14 +9,9 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-)
 
-var tlsVersions = map[string]uint16{
-	"1.0": tls.VersionTLS10,
-	"1.1": tls.VersionTLS11,
-	"1.2": tls.VersionTLS12,
-	"1.3": tls.VersionTLS13,
-}
+	"github.com/sluicehq/sluice/internal/tlsversion"
+)
 
 func (d *decoder) tls(n *yaml.Node, path, dir string) *TLS {
 	m := d.fields(n, path, "listen", "redirect_http", "min_version", "certificates", "acme")
@@ -29,10 +24,10 @@ func (d *decoder) tls(n *yaml.Node, path, dir string) *TLS {
 		MinVersion:   tls.VersionTLS12,
 	}
 	if v := d.str(m, "min_version", path); v.set {
-		if mv, ok := tlsVersions[v.v]; ok {
+		if mv, ok := tlsversion.Parse(v.v); ok {
 			t.MinVersion = mv
 		} else {
-			d.errorf(v.n, field(path, "min_version"), "unknown TLS version %q (want 1.0, 1.1, 1.2 or 1.3)", v.v)
+			d.errorf(v.n, field(path, "min_version"), "unknown TLS version %q (want %s)", v.v, tlsversion.Names)
 		}
 	}
 	cp := field(path, "certificates")
