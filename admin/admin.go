@@ -40,13 +40,16 @@ type Readiness struct {
 	// DenyOnStoreError is true when the store's on_error is deny, so an
 	// unreachable store means requests are refused.
 	DenyOnStoreError bool
+	// Draining is true once shutdown has begun: the instance must leave
+	// the load balancer's rotation while it finishes what it holds.
+	Draining bool
 }
 
 // Handler returns the admin listener's handler:
 //
 //	/metrics    the Prometheus exposition of m
 //	/healthz    200 {"status":"ok"} while the process is up
-//	/readyz     200 {"status":"ok"}, 200 {"status":"degraded"} or 503 {"status":"unavailable"}
+//	/readyz     200 {"status":"ok"}, 200 {"status":"degraded"}, 503 {"status":"unavailable"} or 503 {"status":"draining"}
 //	/v1/limits  GET ?policy=NAME&key=VALUE: a bucket's budget, consuming none
 //
 // Each answers GET and HEAD only; other methods get 405, unknown paths 404,
@@ -88,11 +91,14 @@ type status struct {
 // readyz answers 200 while requests can be served as configured: ok with a
 // healthy store, degraded when the store is down but on_error lets requests
 // through (allow or a local limiter). With on_error deny a store outage
-// refuses every request, so the instance is not ready.
+// refuses every request, so the instance is not ready. Once shutdown has
+// begun it answers 503 draining whatever the store's state.
 func readyz(src Source) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		rd := src.Ready()
 		switch {
+		case rd.Draining:
+			writeJSON(w, http.StatusServiceUnavailable, status{"draining"})
 		case !rd.Loaded:
 			writeJSON(w, http.StatusServiceUnavailable, status{"unavailable"})
 		case rd.StoreHealthy:

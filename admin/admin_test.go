@@ -220,6 +220,8 @@ func TestProbes(t *testing.T) {
 		{"store down, falls back", Readiness{Loaded: true}, 200, `{"status":"degraded"}`},
 		{"store down, deny", Readiness{Loaded: true, DenyOnStoreError: true}, 503, `{"status":"unavailable"}`},
 		{"not loaded", Readiness{StoreHealthy: true}, 503, `{"status":"unavailable"}`},
+		{"draining", Readiness{Loaded: true, StoreHealthy: true, Draining: true}, 503, `{"status":"draining"}`},
+		{"draining, store down", Readiness{Loaded: true, Draining: true}, 503, `{"status":"draining"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
