@@ -8,18 +8,28 @@ import (
 	"github.com/sluicehq/sluice/problem"
 )
 
-// RedirectHTTPS returns a handler that answers every request with 308
-// Permanent Redirect to the same host, path and query over https on
-// httpsPort; the port is left out when it is 443 or empty. 308 (not 301)
-// keeps the method and body of a POST. A request without a Host gets 400.
-func RedirectHTTPS(httpsPort string) http.Handler {
+// RedirectHTTPS returns a handler that answers a request for a host that
+// serves reports true with 308 Permanent Redirect to the same host, path
+// and query over https on httpsPort; the port is left out when it is 443
+// or empty. 308 (not 301) keeps the method and body of a POST. The Host
+// header is the client's to choose, so a redirect to any host it names
+// would send users wherever a crafted link or a poisoned cache says (an
+// open redirect); a host serves does not know gets 421 Misdirected
+// Request instead, and a request without a Host gets 400. serves is
+// called with the host lower-cased, without port, brackets or trailing
+// dot; it must be safe for concurrent use. Manager.Serves is one.
+func RedirectHTTPS(httpsPort string, serves func(host string) bool) http.Handler {
 	if httpsPort == "443" {
 		httpsPort = ""
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := hostWithoutPort(r.Host)
+		host := normalize(hostWithoutPort(r.Host))
 		if host == "" {
 			problem.Write(w, problem.Details{Status: http.StatusBadRequest, Detail: "missing Host header"})
+			return
+		}
+		if !serves(host) {
+			problem.Write(w, problem.Details{Status: http.StatusMisdirectedRequest, Detail: "no https site is configured for this host"})
 			return
 		}
 		authority := host

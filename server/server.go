@@ -44,10 +44,16 @@ type Server struct {
 	memory  *ratelimit.MemoryStore // the store itself, or Redis's local fallback
 	redis   *redisstore.Store      // nil unless store.type is redis
 	certs   *certs.Manager         // nil without tls
-	servers []*http.Server
-	addrs   map[string]net.Addr // listener name -> bound address
+	servers []*http.Server         // the plain and TLS listeners
+	admin   *http.Server           // nil without an admin listener
+	addrs   map[string]net.Addr    // listener name -> bound address
+	// denyOnStoreError is the on_error of the store built at start; a
+	// reload does not rebuild the store, so it does not change this.
+	denyOnStoreError bool
 
+	conns    conns // connections of the plain and TLS listeners
 	inflight atomic.Int64
+	draining atomic.Bool
 }
 
 // New loads the configuration at path and builds everything Serve needs,
@@ -115,6 +121,7 @@ func (s *Server) buildStore(ctx context.Context, cfg *routes.Config) error {
 		return fmt.Errorf("connecting to redis: %w", err)
 	}
 	s.redis, s.store = r, r
+	s.denyOnStoreError = rc.OnError == "deny"
 	return nil
 }
 
@@ -154,19 +161,18 @@ func (s *Server) Serve(ctx context.Context) error {
 	var handler http.Handler = s.counting(s.gateway)
 	plain := handler
 	if cfg.TLS != nil {
-		if cfg.TLS.RedirectHTTP {
-			plain = certs.RedirectHTTPS(portOf(cfg.TLS.Listen))
+		// The TLS listener is bound first so redirects name its port.
+		if err := s.listen("https", cfg.TLS.Listen, handler, s.certs.TLSConfig(), errc); err != nil {
+			return err
 		}
-		plain = s.certs.HTTPChallenge(plain)
+		redirect := certs.RedirectHTTPS(portOf(s.Addr("https").String()), s.certs.Serves)
+		plain = s.certs.HTTPChallenge(s.redirecting(handler, redirect))
 	}
 	if err := s.listen("http", cfg.Listen, plain, nil, errc); err != nil {
+		s.closeAll()
 		return err
 	}
 	if cfg.TLS != nil {
-		if err := s.listen("https", cfg.TLS.Listen, handler, s.certs.TLSConfig(), errc); err != nil {
-			s.closeAll()
-			return err
-		}
 		if err := s.certs.Start(ctx); err != nil {
 			s.log.Error("starting certificate management", "err", err)
 		}
@@ -192,20 +198,16 @@ func (s *Server) listen(name, addr string, h http.Handler, tc *tls.Config, errc 
 	if err != nil {
 		return fmt.Errorf("listening on %s (%s): %w", addr, name, err)
 	}
-	cfg := s.cfg.Load()
-	srv := &http.Server{
-		Handler: h,
-		// The header timeout also bounds a TLS handshake, and runs from
-		// the accept for a connection's first request, so a connection
-		// opened and left silent is closed after it too.
-		ReadHeaderTimeout: cfg.ClientHeaderTimeout,
-		IdleTimeout:       cfg.KeepaliveTimeout,
-		MaxHeaderBytes:    1 << 20,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-		TLSConfig:         tc,
-	}
+	srv := s.httpServer(h, tc)
 	s.mu.Lock()
-	s.servers = append(s.servers, srv)
+	if name == "admin" {
+		s.admin = srv
+	} else {
+		// The admin listener's connections are not tracked: it stays up
+		// through the drain and closes last.
+		ln = s.conns.listener(ln)
+		s.servers = append(s.servers, srv)
+	}
 	s.addrs[name] = ln.Addr()
 	s.mu.Unlock()
 	go func() {
@@ -222,6 +224,37 @@ func (s *Server) listen(name, addr string, h http.Handler, tc *tls.Config, errc 
 	return nil
 }
 
+// httpServer returns the http.Server of one listener.
+func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
+	srv := &http.Server{
+		Handler:        h,
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       errorLog(s.log),
+		TLSConfig:      tc,
+	}
+	if cfg := s.cfg.Load(); cfg != nil {
+		// The header timeout also bounds a TLS handshake, and runs from
+		// the accept for a connection's first request, so a connection
+		// opened and left silent is closed after it too.
+		srv.ReadHeaderTimeout = cfg.ClientHeaderTimeout
+		srv.IdleTimeout = cfg.KeepaliveTimeout
+	}
+	return srv
+}
+
+// redirecting serves the plain listener of a TLS configuration: redirect
+// while the current configuration sets tls.redirect_http, next otherwise,
+// so a reload that changes redirect_http applies at once.
+func (s *Server) redirecting(next, redirect http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c := s.cfg.Load(); c.TLS != nil && c.TLS.RedirectHTTP {
+			redirect.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // counting tracks requests in flight, to report what a timed-out shutdown
 // cut off.
 func (s *Server) counting(next http.Handler) http.Handler {
@@ -232,11 +265,14 @@ func (s *Server) counting(next http.Handler) http.Handler {
 	})
 }
 
-// shutdown stops accepting, lets in-flight and queued requests finish
-// within shutdown_timeout, then cuts off what is left.
+// shutdown stops accepting, lets in-flight and queued requests and
+// upgraded connections finish within shutdown_timeout, then cuts off what
+// is left. /readyz answers 503 from the start, and the admin listener
+// closes last.
 func (s *Server) shutdown() error {
 	cfg := s.cfg.Load()
 	deadline := time.Now().Add(cfg.ShutdownTimeout)
+	s.draining.Store(true)
 	s.log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String(), "in_flight", s.inflight.Load())
 	s.gateway.Drain(deadline)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -249,8 +285,24 @@ func (s *Server) shutdown() error {
 		wg.Go(func() { srv.Shutdown(ctx) })
 	}
 	wg.Wait()
-	if n := s.inflight.Load(); n > 0 || ctx.Err() != nil {
-		s.log.Warn("shutdown timeout expired; cutting off requests", "cut_off", n)
+	// Shutdown is done with the connections it tracks; hijacked ones
+	// (WebSockets) are still open until their ends close them.
+	if !s.conns.wait(ctx) {
+		inflight := s.inflight.Load()
+		for _, srv := range servers {
+			srv.Close()
+		}
+		cut := s.conns.closeAll()
+		s.log.Warn("shutdown timeout expired; cutting off requests", "timeout", cfg.ShutdownTimeout.String(), "cut_off", inflight, "connections", cut)
+	}
+	s.mu.Lock()
+	adm := s.admin
+	s.mu.Unlock()
+	if adm != nil {
+		// A probe or scrape already answering may finish; the drain is over.
+		actx, acancel := context.WithTimeout(context.Background(), time.Second)
+		adm.Shutdown(actx)
+		acancel()
 	}
 	s.closeAll()
 	if s.certs != nil {
@@ -273,11 +325,16 @@ func (s *Server) FlushAccessLog() {
 	}
 }
 
+// closeAll closes every listener and connection, the admin listener too.
 func (s *Server) closeAll() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, srv := range s.servers {
 		srv.Close()
+	}
+	s.conns.closeAll()
+	if s.admin != nil {
+		s.admin.Close()
 	}
 }
 
@@ -328,8 +385,10 @@ func restartNeeded(old, cfg *routes.Config) []string {
 	if old.Admin != cfg.Admin {
 		out = append(out, "admin")
 	}
-	if (old.TLS == nil) != (cfg.TLS == nil) || (old.TLS != nil && old.TLS.Listen != cfg.TLS.Listen) {
+	if (old.TLS == nil) != (cfg.TLS == nil) {
 		out = append(out, "tls")
+	} else if old.TLS != nil && old.TLS.Listen != cfg.TLS.Listen {
+		out = append(out, "tls.listen")
 	}
 	if !reflect.DeepEqual(old.Store, cfg.Store) {
 		out = append(out, "store")
@@ -378,11 +437,10 @@ func (src source) Store() ratelimit.Store { return src.s.store }
 func (src source) Now() time.Time { return src.s.clock.Now() }
 
 func (src source) Ready() admin.Readiness {
-	c := src.s.cfg.Load()
-	r := admin.Readiness{Loaded: c != nil, StoreHealthy: true}
+	r := admin.Readiness{Loaded: src.s.cfg.Load() != nil, StoreHealthy: true, Draining: src.s.draining.Load()}
 	if src.s.redis != nil {
 		r.StoreHealthy = src.s.redis.Healthy()
-		r.DenyOnStoreError = c != nil && c.Store.Redis.OnError == "deny"
+		r.DenyOnStoreError = src.s.denyOnStoreError
 	}
 	return r
 }
