@@ -28,6 +28,7 @@ type Details struct {
 var (
 	contentType  = []string{"application/problem+json"}
 	cacheControl = []string{"no-store"}
+	nosniff      = []string{"nosniff"}
 )
 
 // lengths caches Content-Length values; problem bodies are short.
@@ -49,8 +50,9 @@ func contentLength(n int) []string {
 
 var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// Write sends p with its status. It sets Content-Type and Content-Length and
-// tells caches not to keep the answer.
+// Write sends p with its status. It sets Content-Type and Content-Length,
+// tells caches not to keep the answer, and tells browsers not to sniff
+// another type into it (a detail can quote what the client sent).
 func Write(w http.ResponseWriter, p Details) {
 	bp := bodies.Get().(*[]byte)
 	body := append(Append((*bp)[:0], p), '\n')
@@ -58,6 +60,7 @@ func Write(w http.ResponseWriter, p Details) {
 	h["Content-Type"] = contentType
 	h["Content-Length"] = contentLength(len(body))
 	h["Cache-Control"] = cacheControl
+	h["X-Content-Type-Options"] = nosniff
 	delete(h, "Content-Encoding")
 	w.WriteHeader(p.Status)
 	w.Write(body)

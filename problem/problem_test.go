@@ -15,8 +15,14 @@ func TestWrite(t *testing.T) {
 	if got, want := rec.Code, 429; got != want {
 		t.Errorf("status: got %d, want %d", got, want)
 	}
-	if got, want := rec.Header().Get("Content-Type"), "application/problem+json"; got != want {
-		t.Errorf("content type: got %q, want %q", got, want)
+	for name, want := range map[string]string{
+		"Content-Type":           "application/problem+json",
+		"X-Content-Type-Options": "nosniff",
+		"Cache-Control":          "no-store",
+	} {
+		if got := rec.Header().Get(name); got != want {
+			t.Errorf("%s: got %q, want %q", name, got, want)
+		}
 	}
 	want := `{"type":"about:blank","title":"Too Many Requests","status":429,"detail":"limit otp reached","policy":"otp","retry_after":3}` + "\n"
 	if got := rec.Body.String(); got != want {

@@ -11,19 +11,18 @@ import (
 
 // Header names sluice sets on the responses of limited routes.
 const (
-	hRateLimit          = "Ratelimit"
-	hRateLimitPolicy    = "Ratelimit-Policy"
-	hXRateLimitLimit    = "X-Ratelimit-Limit"
-	hXRateLimitRemain   = "X-Ratelimit-Remaining"
-	hXRateLimitReset    = "X-Ratelimit-Reset"
-	hXRateLimitRetry    = "X-Ratelimit-Retry-After"
-	hRetryAfter         = "Retry-After"
-	hRequestID          = "X-Request-Id"
-	hXForwardedFor      = "X-Forwarded-For"
-	hXForwardedHost     = "X-Forwarded-Host"
-	hXForwardedProto    = "X-Forwarded-Proto"
-	hXRealIP            = "X-Real-Ip"
-	hContentTypeOptions = "X-Content-Type-Options"
+	hRateLimit        = "Ratelimit"
+	hRateLimitPolicy  = "Ratelimit-Policy"
+	hXRateLimitLimit  = "X-Ratelimit-Limit"
+	hXRateLimitRemain = "X-Ratelimit-Remaining"
+	hXRateLimitReset  = "X-Ratelimit-Reset"
+	hXRateLimitRetry  = "X-Ratelimit-Retry-After"
+	hRetryAfter       = "Retry-After"
+	hRequestID        = "X-Request-Id"
+	hXForwardedFor    = "X-Forwarded-For"
+	hXForwardedHost   = "X-Forwarded-Host"
+	hXForwardedProto  = "X-Forwarded-Proto"
+	hXRealIP          = "X-Real-Ip"
 )
 
 // limitHeaders are the fields sluice owns on a limited route's responses; an
