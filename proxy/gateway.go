@@ -174,19 +174,29 @@ func (g *Gateway) compileRoute(r *routes.Route) *route {
 		ErrorLog:     slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 		BufferPool:   bufferPool{},
 	}
+	rt.proxy.ModifyResponse = dropRequestID
 	if len(r.Limits) > 0 {
 		rt.proxy.ModifyResponse = dropLimitHeaders
 	}
 	return rt
 }
 
+// dropRequestID removes the upstream's X-Request-Id: the response writer
+// already has the one sent upstream, which an upstream that echoes it
+// would otherwise repeat (ReverseProxy adds, it does not replace).
+func dropRequestID(resp *http.Response) error {
+	delete(resp.Header, hRequestID)
+	return nil
+}
+
 // dropLimitHeaders removes an upstream's own rate-limit fields so the
-// client sees sluice's alone (those are already on the response writer).
+// client sees sluice's alone (those are already on the response writer),
+// and its X-Request-Id as dropRequestID does.
 func dropLimitHeaders(resp *http.Response) error {
 	for _, h := range limitHeaders {
 		delete(resp.Header, h)
 	}
-	return nil
+	return dropRequestID(resp)
 }
 
 // rewrite turns the inbound request into the upstream one.
