@@ -3,6 +3,9 @@
 # With ACME, mount a writable volume for tls.acme.storage (the image runs as
 # a non-root user), e.g. -v sluice-certs:/var/lib/sluice with
 # storage: /var/lib/sluice/certs.
+# Health: the image has no shell, so HEALTHCHECK runs `sluice health`, which
+# GETs /healthz on the config's admin listener (keep admin on; it may stay
+# on 127.0.0.1, the probe runs inside the container).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -16,5 +19,7 @@ COPY --from=build /out/sluice /usr/local/bin/sluice
 COPY config.example.yaml /etc/sluice/sluice.yaml
 EXPOSE 8080 8443 9091
 USER nonroot:nonroot
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
+    CMD ["/usr/local/bin/sluice", "health", "-config", "/etc/sluice/sluice.yaml"]
 ENTRYPOINT ["/usr/local/bin/sluice"]
 CMD ["run", "-config", "/etc/sluice/sluice.yaml"]

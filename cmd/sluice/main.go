@@ -4,6 +4,8 @@
 //	sluice validate -config FILE   check FILE; one line per problem
 //	sluice demo                    the gateway with a built-in echo upstream
 //	sluice simulate ...            replay traffic or an access log against every algorithm offline
+//	sluice health [-config FILE | -admin ADDR]
+//	                               GET /healthz on the admin listener; exit 0 on 200
 //	sluice version                 version, commit, Go version
 package main
 
@@ -38,6 +40,8 @@ commands:
   validate -config FILE   exit 0 if FILE is valid, else print every problem and exit 1
   demo                    serve a built-in demo (gateway + echo upstream) and print curl lines
   simulate [flags]        replay a traffic pattern or an access log against every algorithm offline
+  health [-config FILE | -admin ADDR]
+                          GET /healthz on the admin listener; exit 0 on 200, else 1
   version                 print version, commit and Go version
 
 run 'sluice <command> -h' for a command's flags
@@ -62,6 +66,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runDemo(args, stdout, stderr)
 	case "simulate":
 		return simulate.Main(args, stdout, stderr, loadSimPolicy)
+	case "health":
+		return runHealth(args, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintf(stdout, "sluice %s\n", versionString())
 		return 0
