@@ -22,6 +22,11 @@ type MemoryOptions struct {
 	// read it; they take their time as an argument, which should come from
 	// the same clock (a Clock's Now). Default: a SystemClock's Now.
 	Clock func() time.Time
+	// Observe, if set, is called once per Decide with the time it took
+	// (read from Clock) and its error, from the calling goroutine, as
+	// the Redis store's Observe is once per round trip. It must be safe
+	// for concurrent use.
+	Observe func(d time.Duration, err error)
 }
 
 // MemoryStore keeps limiter state in process memory, in shards. A decision
@@ -47,6 +52,7 @@ type MemoryStore struct {
 	seed     maphash.Seed
 	perShard int
 	clock    func() time.Time
+	observe  func(time.Duration, error)
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -76,6 +82,7 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 		seed:     maphash.MakeSeed(),
 		perShard: max(o.MaxKeys/n, 1), // never more than MaxKeys in all
 		clock:    o.Clock,
+		observe:  o.Observe,
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -107,6 +114,16 @@ func (m *MemoryStore) shardOf(h uint64) *memShard { return &m.shards[m.shardInde
 
 // Decide implements Store.
 func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, out []Decision) error {
+	if m.observe == nil {
+		return m.decide(now, reqs, out)
+	}
+	start := m.clock()
+	err := m.decide(now, reqs, out)
+	m.observe(m.clock().Sub(start), err)
+	return err
+}
+
+func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) error {
 	t := now.UnixNano()
 	if len(reqs) == 1 {
 		r := reqs[0]

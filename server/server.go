@@ -95,10 +95,16 @@ func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *sl
 }
 
 func (s *Server) buildStore(ctx context.Context, cfg *routes.Config) error {
-	s.memory = ratelimit.NewMemoryStore(ratelimit.MemoryOptions{MaxKeys: cfg.Store.Memory.MaxKeys, Clock: s.clock.Now})
+	mo := ratelimit.MemoryOptions{MaxKeys: cfg.Store.Memory.MaxKeys, Clock: s.clock.Now}
+	if cfg.Store.Type != "redis" {
+		// The Redis store times its own round trips; its local fallback
+		// is not timed, so store="redis" measures Redis alone.
+		mo.Observe = s.metrics.Store("memory").Observe
+	}
+	s.memory = ratelimit.NewMemoryStore(mo)
 	if cfg.Store.Type != "redis" {
 		s.metrics.SetKeys(s.memory.Keys)
-		s.store = observed{s.memory, s.metrics.Store("memory")}
+		s.store = s.memory
 		return nil
 	}
 	rc := cfg.Store.Redis
@@ -443,16 +449,4 @@ func (src source) Ready() admin.Readiness {
 		r.DenyOnStoreError = src.s.denyOnStoreError
 	}
 	return r
-}
-
-// observed times the memory store's decisions for the store metrics.
-type observed struct {
-	*ratelimit.MemoryStore
-	m *metrics.Store
-}
-
-func (o observed) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
-	err := o.MemoryStore.Decide(ctx, now, reqs, out)
-	o.m.Observe(time.Since(now), err)
-	return err
 }

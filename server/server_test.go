@@ -496,3 +496,22 @@ func TestErrorLogLevels(t *testing.T) {
 		t.Errorf("accept error line %q lacks the cause", r["msg"])
 	}
 }
+
+// TestMemoryStoreMetrics checks that the memory store's decisions are
+// timed in sluice_store_duration_seconds, one per request decided.
+func TestMemoryStoreMetrics(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nroutes:\n  - name: r\n    upstream: %s\n    limits: [{algorithm: token_bucket, limit: 100, window: 1s, key: [ip]}]\n", up.URL))
+	for range 3 {
+		if code, _, _ := get(t, r.url("http")+"/", ""); code != http.StatusOK {
+			t.Fatalf("GET: got %d, want 200", code)
+		}
+	}
+	_, _, body := get(t, r.url("admin")+"/metrics", "")
+	const want = `sluice_store_duration_seconds_count{store="memory"} 3`
+	if !strings.Contains(body, want) {
+		t.Errorf("metrics lack %s", want)
+	}
+}
