@@ -130,14 +130,6 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 	g.metrics.Retain(names, policies)
 }
 
-// Config returns the configuration being served, nil before Load.
-func (g *Gateway) Config() *routes.Config {
-	if s := g.current.Load(); s != nil {
-		return s.cfg
-	}
-	return nil
-}
-
 func (g *Gateway) compileRoute(r *routes.Route) *route {
 	rt := &route{r: r, leaky: -1}
 	limits := make([]metrics.Limit, len(r.Limits))
