@@ -28,9 +28,6 @@ type Body struct {
 // larger than MaxKeyBody, or not a single JSON value, yields empty values.
 func NewBody(raw []byte) *Body { return &Body{raw: raw} }
 
-// Bytes returns the body as it was read.
-func (b *Body) Bytes() []byte { return b.raw }
-
 func (b *Body) parse() {
 	if len(b.raw) > MaxKeyBody {
 		return

@@ -19,15 +19,6 @@ type policyDef struct {
 	node    *yaml.Node
 }
 
-func (p *policyDef) readsBody() bool {
-	for _, s := range p.sources {
-		if s.kind == srcJSON {
-			return true
-		}
-	}
-	return false
-}
-
 var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow"}
 
 // policies decodes the named policies. A name that failed to compile maps

@@ -219,11 +219,9 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 		if deref(ln).Kind != yaml.ScalarNode {
 			all[def.pol.Name] = def.pol
 		}
-		rt.Limits = append(rt.Limits, &Limit{
-			Policy: def.pol,
-			Key:    &Key{sources: def.sources, route: rt.Name, text: def.text},
-		})
-		rt.ReadsBody = rt.ReadsBody || def.readsBody()
+		key := &Key{sources: def.sources, route: rt.Name, text: def.text}
+		rt.Limits = append(rt.Limits, &Limit{Policy: def.pol, Key: key})
+		rt.ReadsBody = rt.ReadsBody || key.ReadsBody()
 	}
 	return rt, name.n
 }
