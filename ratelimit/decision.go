@@ -26,6 +26,25 @@ type Decision struct {
 	// Departure is when an admitted leaky_bucket request leaves: the
 	// decision time plus Delay. Zero for every other algorithm.
 	Departure time.Time
+	// Blocked reports a rejection by an active block (Policy.Block): the
+	// bucket refuses every request until RetryAfter has passed, whatever
+	// its budget, and the rejection consumed nothing.
+	Blocked bool
+	// Ticket names the unit an admitted decision took, for Store.Refund.
+	Ticket Ticket
+}
+
+// Ticket names the unit an admitted Decision took from a bucket, so that
+// Store.Refund can give exactly that unit back. Stores fill it in and read
+// it back; callers only carry it. The zero Ticket names nothing.
+type Ticket struct {
+	// Store tells which store took the unit, 0 when none did; a store
+	// that delegates (the Redis store to its fallback) tells them apart.
+	Store uint8
+	// At is the store's mark of the unit. The memory store's, in Unix ns:
+	// the token bucket's TAT right after it, the window start it was
+	// counted in, or the time its log entry carries.
+	At int64
 }
 
 // Request names one bucket: a policy and the consumer's key values.
@@ -51,6 +70,15 @@ type Store interface {
 	// and ctx.Err() when ctx ends first; a request that gives up returns
 	// its place in the queue.
 	Wait(ctx context.Context, r Request, d Decision) error
+	// Refund gives back, at now, the units that the admitted decisions ds
+	// took from the buckets of reqs (ds[i] from reqs[i]): each bucket is
+	// left as if its request had not been counted, as far as that unit
+	// still counts (see RefundTokenBucket and the other Refund steps). A
+	// decision with a zero Ticket is skipped. The error is non-nil only
+	// when the store failed.
+	Refund(ctx context.Context, now time.Time, reqs []Request, ds []Decision) error
+	// Reset makes r's bucket fresh and lifts its block.
+	Reset(ctx context.Context, r Request) error
 	// Close releases the store's resources and stops its background work.
 	Close() error
 }

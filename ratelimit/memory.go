@@ -245,6 +245,44 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 	return e.peekLocked(r.Policy, t), nil
 }
 
+// Refund implements Store.
+func (m *MemoryStore) Refund(_ context.Context, now time.Time, reqs []Request, ds []Decision) error {
+	t := now.UnixNano()
+	for i, r := range reqs {
+		if !ds[i].Allowed || ds[i].Ticket.Store != memoryTicket {
+			continue
+		}
+		h := m.hash(r.Policy, r.Key)
+		s := m.shardOf(h)
+		s.mu.Lock()
+		// A bucket that is gone, or was started afresh for new settings,
+		// holds nothing of this unit.
+		if e := s.find(h, r.Policy, r.Key); e != nil {
+			if e.pol.Settings() == r.Policy.Settings() {
+				e.refundLocked(r.Policy, t, ds[i].Ticket.At)
+			}
+			e.unlock(false)
+		}
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// Reset implements Store. Requests already waiting in a leaky_bucket's
+// queue keep their departures.
+func (m *MemoryStore) Reset(_ context.Context, r Request) error {
+	h := m.hash(r.Policy, r.Key)
+	s := m.shardOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.find(h, r.Policy, r.Key); e != nil {
+		e.pol = r.Policy
+		e.resetLocked(r.Policy)
+		e.unlock(false)
+	}
+	return nil
+}
+
 // Keys returns the number of tracked buckets per policy name.
 func (m *MemoryStore) Keys() map[string]int64 {
 	out := make(map[string]int64)
@@ -362,10 +400,23 @@ func (e *entry) resetLocked(p *Policy) {
 	default:
 		e.ext = nil
 	}
+	if e.ext != nil {
+		e.ext.block = 0
+	}
 }
 
-// idleAt is the Unix ns from which the bucket's state equals a fresh one.
+// idleAt is the Unix ns from which the bucket's state equals a fresh one:
+// a blocked bucket is not fresh before its block ends.
 func (e *entry) idleAt() int64 {
+	t := e.budgetIdleAt()
+	if e.ext != nil {
+		t = max(t, e.ext.block)
+	}
+	return t
+}
+
+// budgetIdleAt is idleAt without the block.
+func (e *entry) budgetIdleAt() int64 {
 	switch e.pol.Algorithm {
 	case TokenBucket, LeakyBucket:
 		return e.s[0]
@@ -397,8 +448,66 @@ func (e *entry) decideLocked(p *Policy, now int64) Decision {
 }
 
 // decideInto is decideLocked writing the Decision to d, which spares the
-// hot path copies of it.
+// hot path copies of it. A blocked bucket rejects without a step; a
+// rejection by a policy that blocks starts its block.
 func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
+	if e.ext != nil && e.ext.block != 0 {
+		if e.ext.block > now {
+			*d = BlockedDecision(p, e.ext.block, now)
+			return
+		}
+		e.ext.block = 0
+	}
+	e.stepInto(p, now, d)
+	switch {
+	case d.Allowed:
+		e.ticketLocked(p, d)
+	case p.Block > 0:
+		var until int64
+		if until, *d = StartBlock(p, now, *d); until != 0 {
+			if e.ext == nil {
+				e.ext = new(entryExt)
+			}
+			e.ext.block = until
+		}
+	}
+}
+
+// ticketLocked marks d, which e's policy p just admitted, with what its
+// unit is for RefundLocked: the state right after the step names it.
+func (e *entry) ticketLocked(p *Policy, d *Decision) {
+	d.Ticket.Store = memoryTicket
+	switch p.Algorithm {
+	case SlidingWindowLog:
+		if l := e.logLocked(); l.n > 0 {
+			d.Ticket.At = l.newest()
+		}
+	default:
+		d.Ticket.At = e.s[0]
+	}
+}
+
+// memoryTicket is Ticket.Store of a MemoryStore.
+const memoryTicket = 1
+
+// refundLocked gives back the unit of ticket at now (see Store.Refund).
+func (e *entry) refundLocked(p *Policy, now, at int64) {
+	switch p.Algorithm {
+	case TokenBucket:
+		e.s[0] = RefundTokenBucket(p, TokenBucketState{e.s[0]}, now).TAT
+	case FixedWindow:
+		s := RefundFixedWindow(FixedWindowState{e.s[0], e.s[1]}, at)
+		e.s[0], e.s[1] = s.Start, s.Count
+	case SlidingWindowCounter:
+		s := RefundSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, at)
+		e.s[0], e.s[1], e.s[2] = s.Start, s.Cur, s.Prev
+	case SlidingWindowLog:
+		RefundSlidingWindowLog(e.logLocked(), at)
+	}
+}
+
+// stepInto applies p's step for one request.
+func (e *entry) stepInto(p *Policy, now int64, d *Decision) {
 	switch p.Algorithm {
 	case TokenBucket:
 		var s TokenBucketState
@@ -438,6 +547,9 @@ func (e *entry) undoLocked(p *Policy) {
 
 // peekLocked reports the budget without taking any.
 func (e *entry) peekLocked(p *Policy, now int64) Decision {
+	if e.ext != nil && e.ext.block > now {
+		return BlockedDecision(p, e.ext.block, now)
+	}
 	var d Decision
 	switch p.Algorithm {
 	case TokenBucket:

@@ -75,6 +75,10 @@ type Policy struct {
 	MaxWait time.Duration
 	// Shadow policies are decided and counted but never reject.
 	Shadow bool
+	// Block is how long a key is refused by this policy once the policy
+	// rejects one of its requests; 0 (the default) blocks nothing. Shadow
+	// policies never reject, so never block.
+	Block time.Duration
 
 	interval  int64  // Window / Limit in nanoseconds, rounded up to a whole microsecond
 	window    int64  // Window in nanoseconds, a whole number of microseconds
@@ -120,6 +124,9 @@ func NewPolicy(p Policy) (*Policy, error) {
 	}
 	if p.MaxWait < 0 {
 		errs = append(errs, errors.New("max_wait: must be >= 0"))
+	}
+	if p.Block < 0 {
+		errs = append(errs, errors.New("block: must be >= 0"))
 	}
 	if p.Algorithm != TokenBucket && p.Burst != 0 {
 		errs = append(errs, errors.New("burst: only token_bucket has a burst"))

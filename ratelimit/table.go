@@ -43,11 +43,12 @@ const (
 )
 
 // entryExt is the part of a bucket that only some have: a
-// sliding_window_log bucket's log, and a leaky_bucket's waiting requests
-// while there are any.
+// sliding_window_log bucket's log, a leaky_bucket's waiting requests
+// while there are any, and a block once one started.
 type entryExt struct {
-	log SlidingLogState
-	wq  waitQueue
+	log   SlidingLogState
+	wq    waitQueue
+	block int64 // Unix ns the bucket's block ends; 0 when not blocked
 }
 
 // lock spins until it holds e's lock and returns e's tag without lockBit.

@@ -177,7 +177,7 @@ func (e *entry) dequeueLocked(w *waiter) {
 		w.next.prev = w.prev
 	}
 	w.prev, w.next = nil, nil
-	if q.head == nil && e.pol.Algorithm != SlidingWindowLog {
+	if q.head == nil && e.pol.Algorithm != SlidingWindowLog && e.ext.block == 0 {
 		e.ext = nil
 	}
 }

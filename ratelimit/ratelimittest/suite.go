@@ -43,6 +43,9 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("Isolation", func(t *testing.T) { runIsolation(t, open) })
 	t.Run("Settings", func(t *testing.T) { runSettings(t, open) })
 	t.Run("Wait", func(t *testing.T) { runWait(t, open) })
+	t.Run("Refund", func(t *testing.T) { runRefund(t, open) })
+	t.Run("Block", func(t *testing.T) { runBlock(t, open) })
+	t.Run("Reset", func(t *testing.T) { runReset(t, open) })
 }
 
 // step is one request at T0+at and the decision it must get. Departure is
@@ -331,6 +334,7 @@ func checkDecision(t *testing.T, what string, now time.Time, got, want ratelimit
 		t.Errorf("%s: got Departure %v, want %v", what, got.Departure, want.Departure)
 	}
 	got.Departure, want.Departure = time.Time{}, time.Time{}
+	got.Ticket = ratelimit.Ticket{} // each store's own
 	if got != want {
 		t.Errorf("%s:\ngot  %+v\nwant %+v", what, got, want)
 	}

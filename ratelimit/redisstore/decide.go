@@ -23,14 +23,19 @@ var decideScript = rueidis.NewLuaScript(decideSource)
 
 // Script modes, ARGV[5] of decide.lua.
 const (
-	modeTake  = "1"
-	modeLook  = "0"
-	modeJudge = "j"
-	modeUndo  = "u"
+	modeTake   = "1"
+	modeLook   = "0"
+	modeJudge  = "j"
+	modeUndo   = "u"
+	modeRefund = "r"
 )
 
 // fieldsPerLimit is the number of reply integers per limit.
-const fieldsPerLimit = 6
+const fieldsPerLimit = 7
+
+// redisTicket is ratelimit.Ticket.Store of a unit this store took in
+// Redis; units its Fallback took carry the fallback's own.
+const redisTicket = 2
 
 // ErrUnavailable is wrapped by the errors of calls that cannot follow
 // OnError (Peek with "allow" or "deny") while Redis is unreachable.
@@ -139,7 +144,7 @@ func (s *Store) tailToken(now time.Time) string {
 // undoAt in us); see appendParams.
 func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []string) (keys, args []string) {
 	keys = make([]string, len(reqs))
-	args = make([]string, 6, 6+8*len(reqs))
+	args = make([]string, 6, 6+9*len(reqs))
 	if s.o.CallerTime {
 		args[0] = strconv.FormatInt(now.UnixMicro(), 10)
 	}
@@ -161,8 +166,8 @@ func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoA
 
 // run executes script and converts its reply into out.
 //
-// starts, when not nil, receives each limit's window start in us (see
-// decide.lua's reply).
+// starts, when not nil, receives each limit's mark in us (see decide.lua's
+// reply): for fixed_window and sliding_window_counter the window start.
 func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, keys, args []string, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64) (int64, error) {
 	start := time.Now()
 	vals, err := script.Exec(ctx, c, keys, args).ToArray()
@@ -191,6 +196,10 @@ func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, 
 			RetryAfter: time.Duration(f[2]),
 			Reset:      time.Duration(f[3]),
 			Delay:      time.Duration(f[4]),
+			Blocked:    f[6] == 1,
+		}
+		if d.Allowed && f[5] != 0 && reqs[i].Policy.Algorithm != ratelimit.LeakyBucket {
+			d.Ticket = ratelimit.Ticket{Store: redisTicket, At: f[5]}
 		}
 		if d.Delay > 0 {
 			d.Departure = now.Add(d.Delay)
@@ -233,4 +242,88 @@ func (s *Store) peekDegraded(ctx context.Context, now time.Time, r ratelimit.Req
 		return ratelimit.Decision{}, ErrUnavailable
 	}
 	return ratelimit.Decision{}, fmt.Errorf("peeking at %s: %w: %w", r.Policy.Name, ErrUnavailable, cause)
+}
+
+// Refund implements ratelimit.Store: one script call gives back the units
+// this store took in Redis (one per slot in cluster mode), against the
+// server's clock as decisions are; units its Fallback took go back to the
+// Fallback. While Redis is unreachable the units it took stay taken, and
+// the error wraps ErrUnavailable.
+func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Request, ds []ratelimit.Decision) error {
+	var mine []int
+	for i := range ds {
+		switch {
+		case !ds[i].Allowed || ds[i].Ticket.Store == 0:
+		case ds[i].Ticket.Store == redisTicket:
+			mine = append(mine, i)
+		case s.fallback != nil:
+			if err := s.fallback.Refund(ctx, now, reqs[i:i+1], ds[i:i+1]); err != nil {
+				return err
+			}
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	c := s.client.Load()
+	if c == nil || s.br.open.Load() {
+		return fmt.Errorf("giving back %d units: %w", len(mine), ErrUnavailable)
+	}
+	// Keys of one script call must share a slot; in cluster mode each
+	// limit's keys do, so each limit gets its own call.
+	groups := [][]int{mine}
+	if s.cluster && len(mine) > 1 {
+		groups = groups[:0]
+		for _, i := range mine {
+			groups = append(groups, []int{i})
+		}
+	}
+	for _, g := range groups {
+		sub := make([]ratelimit.Request, len(g))
+		undo := make([]string, len(g))
+		for j, i := range g {
+			sub[j] = reqs[i]
+			undo[j] = formatInt(ds[i].Ticket.At)
+		}
+		keys, args := s.call(now, sub, modeRefund, s.token(), "", undo)
+		tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+		_, err := s.run(tctx, *c, decideScript, keys, args, now, sub, make([]ratelimit.Decision, len(g)), nil)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.br.failed(err, false)
+			}
+			return fmt.Errorf("giving back units of %s: %w", sub[0].Policy.Name, err)
+		}
+		s.br.succeeded()
+	}
+	return nil
+}
+
+// Reset implements ratelimit.Store: it deletes the bucket's keys, its
+// block included, in Redis and in the Fallback.
+func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
+	if s.fallback != nil {
+		if err := s.fallback.Reset(ctx, r); err != nil {
+			return err
+		}
+	}
+	c := s.client.Load()
+	if c == nil || s.br.open.Load() {
+		return fmt.Errorf("resetting %s: %w", r.Policy.Name, ErrUnavailable)
+	}
+	k := Key(s.prefix, r)
+	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	start := time.Now()
+	err := (*c).Do(tctx, (*c).B().Del().Key(k, k+":s", k+":b").Build()).Error()
+	s.observe(start, err)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.br.failed(err, false)
+		}
+		return fmt.Errorf("resetting %s: %w", r.Policy.Name, err)
+	}
+	s.br.succeeded()
+	return nil
 }

@@ -7,23 +7,31 @@
 -- nanosecond differences exactly as in Go.
 --
 -- KEYS[i]   the bucket of limit i; a sliding_window_log limit also has
---           KEYS[i] .. ':s' (same hash tag) holding its settled time, which
---           is built from KEYS[i] here, so all keys of a limit share a slot.
+--           KEYS[i] .. ':s' (same hash tag) holding its settled time, and a
+--           limit that blocks has KEYS[i] .. ':b' holding the end of its
+--           block; both are built from KEYS[i] here, so all keys of a limit
+--           share a slot.
 -- ARGV[1]   decision time in us, or '' for the server's TIME
 -- ARGV[2]   extra TTL in ms added to every PEXPIRE (virtual clocks)
 -- ARGV[3]   token unique to this call: sliding log members are token:i
 -- ARGV[4]   tail token of a leaky_bucket request: the caller's time in ns
 -- ARGV[5]   mode: '1' decide (take one), '0' look (take none), 'j' judge
---           (decide, take none), 'u' undo
+--           (decide, take none), 'u' undo, 'r' refund (count_status)
 -- ARGV[6]   undo: the time in us of the decision being undone
--- ARGV[6+8*(i-1)+1..8] per limit: algorithm (ratelimit.Algorithm: 1 token,
+-- ARGV[6+9*(i-1)+1..9] per limit: algorithm (ratelimit.Algorithm: 1 token,
 --           2 leaky, 3 fixed, 4 sliding log, 5 sliding counter), limit, window us, interval us,
 --           burst, tolerance us, shadow (1/0), undo ('-': keep; to give
 --           back, the window start the decision's reply named, the TAT or
---           next departure it wrote in us, or 1 for a sliding log)
+--           next departure it wrote in us, or 1 for a sliding log; to
+--           refund, the mark the reply named), block us (0: the limit
+--           does not block)
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
--- delay_ns, window start in us (fixed_window, sliding_window_counter; else 0)}.
+-- delay_ns, mark in us, blocked (1/0)}. The mark names the unit an
+-- admitted request took, for a refund (0 when it took none): the window
+-- start it was counted in (fixed_window, sliding_window_counter), the TAT
+-- after it (token_bucket), the score of its log entry
+-- (sliding_window_log); 0 for leaky_bucket.
 
 local function trunc(x)
   if x >= 0 then return math.floor(x) end
@@ -70,7 +78,7 @@ local function tb_step(p, tat0, now, n)
     local r = used % t
     if r ~= 0 then retry = r * 1000 else retry = t * 1000 end
   end
-  return nt, {1, trunc((cap - used) / t), retry, used * 1000, 0}
+  return nt, {1, trunc((cap - used) / t), retry, used * 1000, 0, nt}
 end
 
 -- leaky_bucket ---------------------------------------------------------
@@ -228,7 +236,7 @@ local function swl_step(p, k, now, n, member, slack)
       redis.call('PEXPIRE', sk, x)
       pushed = true
     end
-    return {1, p.limit - count - n, (oldest + w - now) * 1000, reset, 0}, pushed
+    return {1, p.limit - count - n, (oldest + w - now) * 1000, reset, 0, newest}, pushed
   end
   if n > 0 then
     local settled = tonumber(redis.call('GET', sk) or '0')
@@ -260,7 +268,7 @@ local function swl_step(p, k, now, n, member, slack)
     retry = (zat(k, cutoff, 0) + w - now) * 1000
     reset = (newest + w - now) * 1000
   end
-  return {1, p.limit - cnt, retry, reset, 0}, pushed
+  return {1, p.limit - cnt, retry, reset, 0, now}, pushed
 end
 
 -- dispatch ---------------------------------------------------------------
@@ -278,11 +286,12 @@ local token = ARGV[3]
 local tail = ARGV[4]
 
 local function param(i)
-  local b = 6 + (i - 1) * 8
+  local b = 6 + (i - 1) * 9
   local p = {
     alg = tonumber(ARGV[b + 1]), limit = tonumber(ARGV[b + 2]), w = tonumber(ARGV[b + 3]),
     t = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), tol = tonumber(ARGV[b + 6]),
     shadow = ARGV[b + 7] == '1', flag = ARGV[b + 8] ~= '-', start = tonumber(ARGV[b + 8]),
+    block = tonumber(ARGV[b + 9]),
   }
   p.cap = 1 + math.floor(p.tol / p.t)
   return p
@@ -334,11 +343,28 @@ local function takeback(i, at, oldtail, inscript)
   redis.call('SET', k, table.concat(v, ' '), 'KEEPTTL')
 end
 
--- step applies n requests to limit i and writes the new state. It returns
--- the decision and whether it took anything, with the leaky_bucket tail
--- token it replaced.
-local function step(i, n)
-  local p, k = param(i), KEYS[i]
+-- blocked returns the end of limit p's block on bucket k (us) while it
+-- lasts, else nil. Mirrors ratelimit.BlockedDecision.
+local function blocked(p, k)
+  if p.block <= 0 then return nil end
+  local v = tonumber(redis.call('GET', k .. ':b') or '0')
+  if v > now then return v end
+  return nil
+end
+
+-- startblock starts limit p's block on bucket k after rejection d, as
+-- ratelimit.StartBlock does; a shadow limit never blocks.
+local function startblock(p, k, d)
+  if p.block <= 0 or p.shadow then return end
+  redis.call('SET', k .. ':b', fmt(now + p.block), 'PX', ttl(p.block, slack))
+  d[3] = math.max(d[3], p.block * 1000)
+  d[4] = math.max(d[4], p.block * 1000)
+end
+
+-- algstep applies n requests to limit i and writes the new state. It
+-- returns the decision and whether it took anything, with the
+-- leaky_bucket tail token it replaced.
+local function algstep(p, k, i, n)
   if p.alg == 4 then
     return swl_step(p, k, now, n, token .. ':' .. i, slack)
   end
@@ -377,11 +403,70 @@ local function step(i, n)
   return d, took, b
 end
 
+-- step applies n requests to limit i, as algstep, on a bucket that is not
+-- blocked; a blocked bucket rejects with nothing taken, and a rejection
+-- of n > 0 starts the limit's block.
+local function step(i, n)
+  local p, k = param(i), KEYS[i]
+  local until_ = blocked(p, k)
+  if until_ then
+    local left = (until_ - now) * 1000
+    return {0, 0, left, left, 0, 0, 1}, false
+  end
+  local d, took, b = algstep(p, k, i, n)
+  if d[1] == 0 and n > 0 then startblock(p, k, d) end
+  if not took then d[6] = 0 end
+  return d, took, b
+end
+
+-- refund gives back the unit of limit i that an admitted request took,
+-- named by the mark its decision's reply carried (p.start), at now. Each
+-- branch mirrors the Refund step of its algorithm in package ratelimit.
+local function refund(i)
+  local p, k = param(i), KEYS[i]
+  if p.alg == 4 then
+    local r = redis.call('ZRANGEBYSCORE', k, fmt(p.start), fmt(p.start), 'LIMIT', 0, 1)
+    if #r > 0 then redis.call('ZREM', k, r[1]) end
+    return
+  end
+  local v = nums(redis.call('GET', k))
+  if v[1] == nil then return end
+  local a = tonumber(v[1])
+  if p.alg == 1 then
+    if a <= now then return end
+    v[1] = fmt(math.max(a - p.t, now))
+  elseif p.alg == 3 then
+    if a ~= p.start or tonumber(v[2]) <= 0 then return end
+    v[2] = fmt(tonumber(v[2]) - 1)
+  elseif p.alg == 5 then
+    if a == p.start and tonumber(v[2]) > 0 then
+      v[2] = fmt(tonumber(v[2]) - 1)
+    elseif a == p.start + p.w and tonumber(v[3]) > 0 then
+      v[3] = fmt(tonumber(v[3]) - 1)
+    else
+      return
+    end
+  else
+    return
+  end
+  redis.call('SET', k, table.concat(v, ' '), 'KEEPTTL')
+end
+
 local n = #KEYS
 local out = {now}
 local function put(i, d)
-  local b = 1 + (i - 1) * 6
-  for j = 1, 6 do out[b + j] = d[j] or 0 end
+  local b = 1 + (i - 1) * 7
+  for j = 1, 7 do out[b + j] = d[j] or 0 end
+end
+
+if mode == 'r' then
+  -- Give back, for the limits flagged, the unit an admitted request took
+  -- (count_status), against this server's time like every decision.
+  for i = 1, n do
+    if param(i).flag then refund(i) end
+  end
+  for i = 1, n do put(i, (step(i, 0))) end
+  return out
 end
 
 if mode == 'u' then
@@ -405,7 +490,7 @@ for i = 1, n do
   local d, t, old = step(i, cost)
   put(i, d)
   took[i], tails[i] = t, old
-  if d[1] == 0 and ARGV[6 + (i - 1) * 8 + 7] ~= '1' then admitted = false end
+  if d[1] == 0 and ARGV[6 + (i - 1) * 9 + 7] ~= '1' then admitted = false end
 end
 if not admitted then
   -- Nothing is consumed: give back what the admitting limits took and

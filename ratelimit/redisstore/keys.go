@@ -48,7 +48,7 @@ func Key(prefix string, r ratelimit.Request) string {
 // scripts work with the very numbers the memory store does.
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
-// appendParams appends the eight script arguments that describe limit r
+// appendParams appends the nine script arguments that describe limit r
 // (see decide.lua); undo is "-" to keep the limit's budget, else what to
 // give back: the window start the decision reported, or "1".
 func appendParams(args []string, r ratelimit.Request, undo string) []string {
@@ -65,5 +65,6 @@ func appendParams(args []string, r ratelimit.Request, undo string) []string {
 		strconv.FormatInt(p.Burst, 10),
 		strconv.FormatInt(micros(p.Tolerance()), 10),
 		shadow, undo,
+		strconv.FormatInt(micros(p.Block), 10),
 	)
 }

@@ -1,0 +1,211 @@
+package ratelimittest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// refundCases give back one of several admitted requests. After the
+// refund, the bucket must answer exactly as a bucket that never saw that
+// request. takes are the decision times; token_bucket is exact only when
+// no decision found its bucket full, so it runs the cases marked tb, with
+// every take at one instant.
+var refundCases = []struct {
+	name   string
+	takes  []time.Duration
+	refund int           // index into takes
+	at     time.Duration // when the unit is given back
+	checks []time.Duration
+	tb     bool
+}{
+	{name: "first of three", takes: []time.Duration{0, sec, 2 * sec}, refund: 0, at: 3 * sec, checks: []time.Duration{3 * sec, 5 * sec, 8 * sec, 9 * sec, 17 * sec}},
+	{name: "last of three", takes: []time.Duration{0, sec, 2 * sec}, refund: 2, at: 2*sec + 500*ms, checks: []time.Duration{3 * sec, 8*sec + 500*ms, 10 * sec}},
+	{name: "after its window ended", takes: []time.Duration{0, sec}, refund: 0, at: 9 * sec, checks: []time.Duration{9 * sec, 12 * sec, 17 * sec}},
+	{name: "counted in the previous window", takes: []time.Duration{sec, 2 * sec, 9 * sec}, refund: 1, at: 10 * sec, checks: []time.Duration{10 * sec, 12 * sec, 15 * sec, 20 * sec}},
+	{name: "at one instant", takes: []time.Duration{0, 0, 0}, refund: 1, at: 0, checks: []time.Duration{0, 500 * ms, 2 * sec, 7 * sec}, tb: true},
+	{name: "at one instant, refunded later", takes: []time.Duration{0, 0, 0, 0}, refund: 3, at: 3 * sec, checks: []time.Duration{3 * sec, 4 * sec, 7 * sec}, tb: true},
+}
+
+// refundable are the algorithms count_status may give back for.
+var refundable = []ratelimit.Algorithm{ratelimit.TokenBucket, ratelimit.FixedWindow, ratelimit.SlidingWindowLog, ratelimit.SlidingWindowCounter}
+
+func runRefund(t *testing.T, open func(*testing.T) ratelimit.Store) {
+	for _, a := range refundable {
+		for i, tc := range refundCases {
+			if a == ratelimit.TokenBucket && !tc.tb {
+				continue
+			}
+			t.Run(a.String()+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				s := open(t)
+				p := mustPolicy(t, ratelimit.Policy{Name: fmt.Sprintf("refund-%d-%d", a, i), Algorithm: a, Limit: 4, Window: 8 * sec})
+				got := ratelimit.Request{Policy: p, Key: "refunded"}
+				ref := ratelimit.Request{Policy: p, Key: "reference"}
+				var taken ratelimit.Decision
+				for j, at := range tc.takes {
+					d := decide(t, s, T0.Add(at), []ratelimit.Request{got})[0]
+					if !d.Allowed {
+						t.Fatalf("take %d at +%v: got rejected, want allowed", j, at)
+					}
+					if j == tc.refund {
+						taken = d
+						continue
+					}
+					decide(t, s, T0.Add(at), []ratelimit.Request{ref})
+				}
+				if taken.Ticket == (ratelimit.Ticket{}) {
+					t.Fatalf("admitted decision has a zero Ticket")
+				}
+				if err := s.Refund(context.Background(), T0.Add(tc.at), []ratelimit.Request{got}, []ratelimit.Decision{taken}); err != nil {
+					t.Fatalf("refunding: %v", err)
+				}
+				for _, at := range tc.checks {
+					want := peek(t, s, T0.Add(at), ref)
+					checkDecision(t, fmt.Sprintf("peek at +%v", at), T0.Add(at), peek(t, s, T0.Add(at), got), want)
+				}
+				// The bucket takes the same requests from here on.
+				last := tc.checks[len(tc.checks)-1]
+				for j := range 5 {
+					want := decide(t, s, T0.Add(last), []ratelimit.Request{ref})[0]
+					want.Ticket = ratelimit.Ticket{}
+					checkDecision(t, fmt.Sprintf("request %d at +%v", j, last), T0.Add(last), decide(t, s, T0.Add(last), []ratelimit.Request{got})[0], want)
+				}
+			})
+		}
+	}
+	t.Run("token returns to a partly drained bucket", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		p := mustPolicy(t, ratelimit.Policy{Name: "refund-tb-drained", Algorithm: ratelimit.TokenBucket, Limit: 4, Window: 8 * sec})
+		r := ratelimit.Request{Policy: p, Key: "k"}
+		first := decide(t, s, T0, []ratelimit.Request{r})[0]
+		decide(t, s, T0.Add(sec), []ratelimit.Request{r})
+		before := peek(t, s, T0.Add(3*sec), r)
+		if err := s.Refund(context.Background(), T0.Add(3*sec), []ratelimit.Request{r}, []ratelimit.Decision{first}); err != nil {
+			t.Fatal(err)
+		}
+		after := peek(t, s, T0.Add(3*sec), r)
+		// Two tokens spent, 1.5 refilled: 3.5 of 4; one more is full.
+		if before.Remaining != 3 || after.Remaining != 4 || after.Reset != 0 {
+			t.Errorf("got remaining %d then %d (reset %v), want 3 then 4 (reset 0)", before.Remaining, after.Remaining, after.Reset)
+		}
+		// A full bucket takes nothing more back.
+		if err := s.Refund(context.Background(), T0.Add(3*sec), []ratelimit.Request{r}, []ratelimit.Decision{first}); err != nil {
+			t.Fatal(err)
+		}
+		if d := decide(t, s, T0.Add(3*sec), []ratelimit.Request{r, r, r, r, r}); d[4].Allowed || !d[3].Allowed {
+			t.Errorf("after a second refund of a full bucket: got %+v, want 4 of 5 admitted", d)
+		}
+	})
+	t.Run("zero ticket gives nothing back", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		p := mustPolicy(t, ratelimit.Policy{Name: "refund-zero", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: 8 * sec})
+		r := ratelimit.Request{Policy: p, Key: "k"}
+		d := decide(t, s, T0, []ratelimit.Request{r})[0]
+		d.Ticket = ratelimit.Ticket{}
+		if err := s.Refund(context.Background(), T0, []ratelimit.Request{r}, []ratelimit.Decision{d}); err != nil {
+			t.Fatal(err)
+		}
+		if got := peek(t, s, T0, r); got.Remaining != 0 {
+			t.Errorf("got remaining %d, want 0", got.Remaining)
+		}
+	})
+}
+
+func runBlock(t *testing.T, open func(*testing.T) ratelimit.Store) {
+	for _, a := range ratelimit.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			pol := ratelimit.Policy{Name: "block-" + a.String(), Algorithm: a, Limit: 2, Window: 10 * sec, Block: 30 * sec}
+			p := mustPolicy(t, pol)
+			r := ratelimit.Request{Policy: p, Key: "k"}
+			// The leaky bucket takes one at once and one in the queue.
+			if a == ratelimit.LeakyBucket {
+				pol.Queue = 1
+				p = mustPolicy(t, pol)
+				r.Policy = p
+			}
+			decide(t, s, T0, []ratelimit.Request{r})
+			decide(t, s, T0, []ratelimit.Request{r})
+			first := decide(t, s, T0.Add(sec), []ratelimit.Request{r})[0]
+			if first.Allowed || first.Blocked || first.RetryAfter != 30*sec {
+				t.Fatalf("first rejection: got %+v, want rejected, not Blocked, RetryAfter 30s", first)
+			}
+			for _, at := range []time.Duration{2 * sec, 15 * sec, 30 * sec} {
+				want := ratelimit.Decision{Limit: 2, Blocked: true, RetryAfter: 31*sec - at, Reset: 31*sec - at}
+				checkDecision(t, fmt.Sprintf("during the block at +%v", at), T0.Add(at), decide(t, s, T0.Add(at), []ratelimit.Request{r})[0], want)
+				checkDecision(t, fmt.Sprintf("peek at +%v", at), T0.Add(at), peek(t, s, T0.Add(at), r), want)
+			}
+			// Rejections during the block consumed nothing and did not
+			// extend it: at its end the bucket is as the budget left it.
+			d := decide(t, s, T0.Add(31*sec), []ratelimit.Request{r})[0]
+			if !d.Allowed || d.Blocked {
+				t.Errorf("at the block's end: got %+v, want allowed", d)
+			}
+		})
+	}
+	t.Run("blocked limit charges no other", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		blk := mustPolicy(t, ratelimit.Policy{Name: "block-a", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: 10 * sec, Block: time.Minute})
+		other := mustPolicy(t, ratelimit.Policy{Name: "block-b", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: 10 * sec})
+		reqs := []ratelimit.Request{{Policy: blk, Key: "k"}, {Policy: other, Key: "k"}}
+		decide(t, s, T0, reqs)
+		for range 5 {
+			if ds := decide(t, s, T0.Add(sec), reqs); ds[0].Allowed {
+				t.Fatalf("got allowed past the limit")
+			}
+		}
+		if got := peek(t, s, T0.Add(sec), reqs[1]); got.Remaining != 2 {
+			t.Errorf("other limit: got remaining %d, want 2", got.Remaining)
+		}
+	})
+	t.Run("shadow never blocks", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		p := mustPolicy(t, ratelimit.Policy{Name: "block-shadow", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: 10 * sec, Block: time.Minute, Shadow: true})
+		r := ratelimit.Request{Policy: p, Key: "k"}
+		decide(t, s, T0, []ratelimit.Request{r})
+		if d := decide(t, s, T0, []ratelimit.Request{r})[0]; d.Allowed || d.Blocked || d.RetryAfter != 10*sec {
+			t.Errorf("got %+v, want a plain rejection with RetryAfter 10s", d)
+		}
+		if d := decide(t, s, T0.Add(10*sec), []ratelimit.Request{r})[0]; !d.Allowed {
+			t.Errorf("next window: got %+v, want allowed", d)
+		}
+	})
+}
+
+func runReset(t *testing.T, open func(*testing.T) ratelimit.Store) {
+	for _, a := range ratelimit.Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			p := mustPolicy(t, ratelimit.Policy{Name: "reset-" + a.String(), Algorithm: a, Limit: 2, Window: 10 * sec, Block: time.Hour})
+			r := ratelimit.Request{Policy: p, Key: "k"}
+			fresh := peek(t, s, T0, r)
+			for range 4 {
+				decide(t, s, T0, []ratelimit.Request{r})
+			}
+			if d := peek(t, s, T0.Add(sec), r); !d.Blocked {
+				t.Fatalf("before reset: got %+v, want Blocked", d)
+			}
+			if err := s.Reset(context.Background(), r); err != nil {
+				t.Fatalf("resetting: %v", err)
+			}
+			checkDecision(t, "peek after reset", T0, peek(t, s, T0, r), fresh)
+			if d := decide(t, s, T0.Add(sec), []ratelimit.Request{r})[0]; !d.Allowed {
+				t.Errorf("after reset: got %+v, want allowed", d)
+			}
+			// Resetting a bucket that does not exist is no error.
+			if err := s.Reset(context.Background(), ratelimit.Request{Policy: p, Key: "never"}); err != nil {
+				t.Errorf("resetting an unknown bucket: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// TestRefundAndBlockAcrossInstances runs on the server's clock with two
+// stores on one Redis: a unit one gives back, the other can take, and a
+// block one starts, the other sees, until a reset on either lifts it.
+func TestRefundAndBlockAcrossInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	b := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	ctx := context.Background()
+	decide := func(s *Store, r ratelimit.Request) ratelimit.Decision {
+		t.Helper()
+		out := make([]ratelimit.Decision, 1)
+		if err := s.Decide(ctx, time.Now(), []ratelimit.Request{r}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	for _, tc := range []struct {
+		name string
+		pol  ratelimit.Policy
+	}{
+		{"sliding_window_log", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour}},
+		{"fixed_window", ratelimit.Policy{Algorithm: ratelimit.FixedWindow, Limit: 3, Window: 24 * time.Hour}},
+		{"token_bucket", ratelimit.Policy{Algorithm: ratelimit.TokenBucket, Limit: 3, Window: time.Hour}},
+		{"sliding_window_counter", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 3, Window: 24 * time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.pol.Name = "brute-" + tc.name
+			tc.pol.Block = time.Hour
+			r := ratelimit.Request{Policy: ratelimit.MustPolicy(tc.pol), Key: "alice"}
+			var first ratelimit.Decision
+			for i := range 3 {
+				d := decide(a, r)
+				if !d.Allowed {
+					t.Fatalf("request %d: got rejected, want allowed", i)
+				}
+				if i == 0 {
+					first = d
+				}
+			}
+			if err := a.Refund(ctx, time.Now(), []ratelimit.Request{r}, []ratelimit.Decision{first}); err != nil {
+				t.Fatalf("refunding: %v", err)
+			}
+			if d := decide(b, r); !d.Allowed {
+				t.Fatalf("after the refund, other instance: got %+v, want allowed", d)
+			}
+			if d := decide(b, r); d.Allowed || d.Blocked || d.RetryAfter < time.Hour-time.Minute {
+				t.Fatalf("over the limit: got %+v, want a rejection that starts an hour's block", d)
+			}
+			if d := decide(a, r); !d.Blocked {
+				t.Fatalf("first instance during the block: got %+v, want Blocked", d)
+			}
+			if err := b.Reset(ctx, r); err != nil {
+				t.Fatalf("resetting: %v", err)
+			}
+			if d := decide(a, r); !d.Allowed {
+				t.Fatalf("after reset: got %+v, want allowed", d)
+			}
+		})
+	}
+}
+
+// TestRefundFollowsWhoDecided gives back a unit that the fallback took
+// while Redis was down to the fallback, and reports a unit Redis took as
+// unavailable while Redis is.
+func TestRefundFollowsWhoDecided(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr()
+	up := newStore(t, Options{Addresses: []string{addr}})
+	p := policyOf(t, "refund-who", ratelimit.FixedWindow, 1, 24*time.Hour)
+	r := []ratelimit.Request{{Policy: p, Key: "k"}}
+	ctx := context.Background()
+	out := make([]ratelimit.Decision, 1)
+	if err := up.Decide(ctx, time.Now(), r, out); err != nil || !out[0].Allowed {
+		t.Fatalf("deciding with Redis up: %+v, %v", out[0], err)
+	}
+	inRedis := out[0]
+	srv.Kill()
+
+	down, err := New(ctx, Options{Addresses: []string{addr}, Timeout: faultTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	for i := range 3 {
+		if err := down.Decide(ctx, time.Now(), r, out); err != nil || !out[0].Allowed {
+			t.Fatalf("fallback decision %d: %+v, %v; want allowed", i, out[0], err)
+		}
+		if err := down.Refund(ctx, time.Now(), r, out); err != nil {
+			t.Fatalf("refunding to the fallback: %v", err)
+		}
+	}
+	if err := down.Refund(ctx, time.Now(), r, []ratelimit.Decision{inRedis}); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("refunding a Redis unit while Redis is down: got %v, want ErrUnavailable", err)
+	}
+}

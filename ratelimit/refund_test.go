@@ -1,0 +1,193 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+func TestRefundSteps(t *testing.T) {
+	t.Parallel()
+	w := int64(10 * time.Second)
+	swc := MustPolicy(Policy{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 5, Window: 10 * time.Second})
+	tb := MustPolicy(Policy{Name: "tb", Algorithm: TokenBucket, Limit: 5, Window: 10 * time.Second}) // interval 2s
+	start := t0.UnixNano()
+	sec := int64(time.Second)
+
+	fwCases := []struct {
+		name  string
+		s     FixedWindowState
+		taken int64
+		want  FixedWindowState
+	}{
+		{"its window", FixedWindowState{start, 3}, start, FixedWindowState{start, 2}},
+		{"a later window", FixedWindowState{start + w, 3}, start, FixedWindowState{start + w, 3}},
+		{"empty", FixedWindowState{start, 0}, start, FixedWindowState{start, 0}},
+	}
+	for _, tc := range fwCases {
+		t.Run("fixed_window/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := RefundFixedWindow(tc.s, tc.taken); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+
+	swcCases := []struct {
+		name  string
+		s     SlidingWindowCounterState
+		taken int64
+		want  SlidingWindowCounterState
+	}{
+		{"current window", SlidingWindowCounterState{start, 3, 4}, start, SlidingWindowCounterState{start, 2, 4}},
+		{"previous window", SlidingWindowCounterState{start + w, 3, 4}, start, SlidingWindowCounterState{start + w, 3, 3}},
+		{"aged out", SlidingWindowCounterState{start + 2*w, 3, 4}, start, SlidingWindowCounterState{start + 2*w, 3, 4}},
+		{"empty current", SlidingWindowCounterState{start, 0, 4}, start, SlidingWindowCounterState{start, 0, 4}},
+	}
+	for _, tc := range swcCases {
+		t.Run("sliding_window_counter/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := RefundSlidingWindowCounter(swc, tc.s, tc.taken); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+
+	tbCases := []struct {
+		name string
+		tat  int64
+		now  int64
+		want int64
+	}{
+		{"drained", start + 6*sec, start, start + 4*sec},
+		{"less than a token spent", start + sec, start, start},
+		{"full", start - sec, start, start - sec},
+	}
+	for _, tc := range tbCases {
+		t.Run("token_bucket/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := RefundTokenBucket(tb, TokenBucketState{tc.tat}, tc.now).TAT; got != tc.want {
+				t.Errorf("got TAT %v, want %v", time.Duration(got-start), time.Duration(tc.want-start))
+			}
+		})
+	}
+
+	logCases := []struct {
+		name  string
+		log   []int64 // offsets in seconds
+		taken int64
+		want  []int64
+	}{
+		{"oldest", []int64{1, 2, 3}, 1, []int64{2, 3}},
+		{"middle", []int64{1, 2, 3}, 2, []int64{1, 3}},
+		{"newest", []int64{1, 2, 3}, 3, []int64{1, 2}},
+		{"one of equals", []int64{1, 2, 2, 3}, 2, []int64{1, 2, 3}},
+		{"gone", []int64{2, 3}, 1, []int64{2, 3}},
+		{"only", []int64{5}, 5, nil},
+	}
+	for _, tc := range logCases {
+		t.Run("sliding_window_log/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			var l SlidingLogState
+			// Start the ring off its first slot, so removal wraps.
+			l.push(0, 8)
+			l.push(0, 8)
+			l.drop(0, w)
+			for _, at := range tc.log {
+				l.push(start+at*sec, 8)
+			}
+			RefundSlidingWindowLog(&l, start+tc.taken*sec)
+			var got []int64
+			for i := range l.n {
+				got = append(got, (l.at(i)-start)/sec)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("got log %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("got log %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestBlockSteps(t *testing.T) {
+	t.Parallel()
+	p := MustPolicy(Policy{Name: "b", Algorithm: FixedWindow, Limit: 5, Window: 10 * time.Second, Block: time.Minute})
+	now := t0.UnixNano()
+	cases := []struct {
+		name      string
+		p         *Policy
+		d         Decision
+		wantUntil int64
+		want      Decision
+	}{
+		{"rejection starts it", p, Decision{Limit: 5, RetryAfter: 3 * time.Second, Reset: 3 * time.Second},
+			now + int64(time.Minute), Decision{Limit: 5, RetryAfter: time.Minute, Reset: time.Minute}},
+		{"budget later than block", p, Decision{Limit: 5, RetryAfter: 2 * time.Minute, Reset: 3 * time.Minute},
+			now + int64(time.Minute), Decision{Limit: 5, RetryAfter: 2 * time.Minute, Reset: 3 * time.Minute}},
+		{"admitted", p, Decision{Allowed: true, Limit: 5}, 0, Decision{Allowed: true, Limit: 5}},
+		{"no block", MustPolicy(Policy{Name: "n", Algorithm: FixedWindow, Limit: 5, Window: time.Second}),
+			Decision{Limit: 5, RetryAfter: time.Second}, 0, Decision{Limit: 5, RetryAfter: time.Second}},
+		{"shadow", MustPolicy(Policy{Name: "s", Algorithm: FixedWindow, Limit: 5, Window: time.Second, Block: time.Minute, Shadow: true}),
+			Decision{Limit: 5, RetryAfter: time.Second}, 0, Decision{Limit: 5, RetryAfter: time.Second}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			until, d := StartBlock(tc.p, now, tc.d)
+			if until != tc.wantUntil || d != tc.want {
+				t.Errorf("got %d, %+v; want %d, %+v", until, d, tc.wantUntil, tc.want)
+			}
+		})
+	}
+	want := Decision{Limit: 5, Blocked: true, RetryAfter: 20 * time.Second, Reset: 20 * time.Second}
+	if got := BlockedDecision(p, now+int64(time.Minute), now+int64(40*time.Second)); got != want {
+		t.Errorf("BlockedDecision: got %+v, want %+v", got, want)
+	}
+}
+
+// TestSweepKeepsBlockedBucket checks that a blocked bucket, whose budget
+// is whole again, is not idle until its block ends.
+func TestSweepKeepsBlockedBucket(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "b", Algorithm: FixedWindow, Limit: 1, Window: time.Second, Block: time.Hour})
+	r := []Request{{Policy: p, Key: "k"}}
+	out := make([]Decision, 1)
+	for range 2 {
+		if err := m.Decide(context.Background(), t0, r, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := m.Sweep(t0.Add(time.Minute)); n != 0 {
+		t.Fatalf("sweep during the block removed %d buckets, want 0", n)
+	}
+	if d, _ := m.Peek(context.Background(), t0.Add(time.Minute), r[0]); !d.Blocked {
+		t.Fatalf("after the sweep: got %+v, want Blocked", d)
+	}
+	if n := m.Sweep(t0.Add(time.Hour)); n != 1 {
+		t.Errorf("sweep at the block's end removed %d buckets, want 1", n)
+	}
+}
+
+// TestDecideAllocsWithBlock keeps the hot path at 0 allocations for
+// policies that block, while no block is active.
+func TestDecideAllocsWithBlock(t *testing.T) {
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "b", Algorithm: TokenBucket, Limit: 1_000_000, Window: time.Second, Block: time.Hour})
+	r := []Request{{Policy: p, Key: "k"}}
+	out := make([]Decision, 1)
+	now := t0
+	m.Decide(context.Background(), now, r, out)
+	if n := testing.AllocsPerRun(1000, func() {
+		now = now.Add(time.Microsecond)
+		m.Decide(context.Background(), now, r, out)
+	}); n != 0 {
+		t.Errorf("got %v allocs per decision, want 0", n)
+	}
+}
