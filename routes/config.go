@@ -48,8 +48,14 @@ type Config struct {
 	// Policies holds every policy by name: the named ones and the inline
 	// ones of routes, named "ROUTE#N".
 	Policies map[string]*ratelimit.Policy
+	// Overrides holds the overrides of every policy that has some, by
+	// policy name.
+	Overrides map[string]*Overrides
 	// Table holds the routes in file order.
 	Table *Table
+	// AdminToken is the bearer token admin writes (DELETE /v1/limits)
+	// need; "" refuses every write.
+	AdminToken string
 	// Log configures request logging.
 	Log Log
 }
@@ -208,7 +214,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 }
 
 func (d *decoder) config(root *yaml.Node, dir string) *Config {
-	m := d.fields(root, "", "listen", "admin", "trusted_proxies", "shutdown_timeout",
+	m := d.fields(root, "", "listen", "admin", "admin_token", "trusted_proxies", "shutdown_timeout",
 		"client_header_timeout", "client_body_timeout", "keepalive_timeout", "tls", "store", "policies", "routes", "log")
 	c := &Config{
 		Listen:              d.address(d.str(m, "listen", ""), "listen").or(":8080"),
@@ -237,6 +243,20 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 		}
 	}
 	c.Table = d.routes(m["routes"].val, "routes", policies, c.Policies)
+	c.Overrides = map[string]*Overrides{}
+	for name, p := range policies {
+		if p != nil && p.overrides != nil {
+			c.Overrides[name] = p.overrides
+		}
+	}
+	for _, rt := range c.Table.Routes {
+		for _, l := range rt.Limits {
+			if l.Overrides != nil {
+				c.Overrides[l.Policy.Name] = l.Overrides
+			}
+		}
+	}
+	c.AdminToken = d.str(m, "admin_token", "").v
 	lm := d.fields(m["log"].val, "log", "access_log", "log_keys", "flush_interval")
 	c.Log = Log{
 		AccessLog:     d.boolean(lm, "access_log", "log").or(true),

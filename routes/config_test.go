@@ -36,6 +36,22 @@ testdata/bad_burst.yaml:18:12: policies.shaped.queue: only leaky_bucket has a qu
 	{"bad_client_timeouts.yaml", `testdata/bad_client_timeouts.yaml:1:24: client_header_timeout: must be > 0
 testdata/bad_client_timeouts.yaml:2:22: client_body_timeout: invalid duration "10" (want a number and a unit, like 500ms, 1m or 1h)
 testdata/bad_client_timeouts.yaml:3:20: keepalive_timeout: must be > 0`},
+	{"bad_count_status.yaml", `testdata/bad_count_status.yaml:7:25: policies.logins.count_status[1]: invalid status "4x": want a code from 100 to 599 or a class like 4xx
+testdata/bad_count_status.yaml:7:29: policies.logins.count_status[2]: invalid status "600": want a code from 100 to 599 or a class like 4xx
+testdata/bad_count_status.yaml:8:12: policies.logins.block: must be > 0
+testdata/bad_count_status.yaml:14:19: policies.shaped.count_status: not allowed on leaky_bucket: a request that left the queue cannot be undone
+testdata/bad_count_status.yaml:20:19: policies.empty.count_status: must list at least one status, like [401, 403] or [4xx]`},
+	{"bad_overrides.yaml", `testdata/bad_overrides.yaml:9:9: policies.api.overrides[0].clients: set keys or clients, not both
+testdata/bad_overrides.yaml:11:19: policies.api.overrides[1].clients[0]: invalid CIDR "10.20.1.0/16": host bits are set (did you mean 10.20.0.0/16?)
+testdata/bad_overrides.yaml:11:44: policies.api.overrides[1].clients[2]: invalid CIDR "nonsense": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
+testdata/bad_overrides.yaml:13:16: policies.api.overrides[1].limit: not allowed beside exempt: true
+testdata/bad_overrides.yaml:15:16: policies.api.overrides[2].burst: only token_bucket has a burst
+testdata/bad_overrides.yaml:16:16: policies.api.overrides[2].queue: only leaky_bucket has a queue
+testdata/bad_overrides.yaml:17:9: policies.api.overrides[3]: sets nothing: give limit, window, burst, queue or max_wait, or exempt: true
+testdata/bad_overrides.yaml:18:9: policies.api.overrides[4]: needs keys (key values) or clients (addresses or CIDRs)
+testdata/bad_overrides.yaml:20:16: policies.api.overrides[5].limit: must be > 0
+testdata/bad_overrides.yaml:21:17: policies.api.overrides[5].window: invalid duration "soon" (want a number and a unit, like 500ms, 1m or 1h)
+testdata/bad_overrides.yaml:22:9: policies.api.overrides[5].colour: unknown field`},
 	{"bad_cidr.yaml", `testdata/bad_cidr.yaml:3:5: trusted_proxies[1]: invalid CIDR "10.0.0.0/33": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
 testdata/bad_cidr.yaml:4:5: trusted_proxies[2]: invalid CIDR "192.168.1.1/16": host bits are set (did you mean 192.168.0.0/16?)
 testdata/bad_cidr.yaml:5:5: trusted_proxies[3]: invalid CIDR "not-an-ip": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7`},

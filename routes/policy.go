@@ -17,9 +17,12 @@ type policyDef struct {
 	sources []source
 	text    string // the key list as written, joined by '|'
 	node    *yaml.Node
+	// countStatus lists the statuses that spend budget; nil: all do.
+	countStatus *StatusSet
+	overrides   *Overrides // nil when none
 }
 
-var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow"}
+var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow", "count_status", "block", "overrides"}
 
 // policies decodes the named policies. A name that failed to compile maps
 // to nil, so references to it are not reported as unknown as well.
@@ -68,6 +71,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	queue := d.integer(m, "queue", path)
 	maxWait := d.duration(m, "max_wait", path)
 	shadow := d.boolean(m, "shadow", path)
+	block := d.positive(d.duration(m, "block", path), field(path, "block"))
 	key := d.strs(m, "key", path)
 
 	skip := map[string]bool{} // fields already reported
@@ -90,6 +94,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		Queue:   queue.v,
 		MaxWait: maxWait.v,
 		Shadow:  shadow.v,
+		Block:   block.v,
 	}
 	if alg.set {
 		a, err := ratelimit.ParseAlgorithm(alg.v)
@@ -131,6 +136,10 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	}
 
 	def := &policyDef{pol: pol, node: n}
+	if !skip["algorithm"] {
+		def.countStatus = d.countStatus(m, path, p.Algorithm)
+	}
+	def.overrides = d.overrides(m["overrides"].val, field(path, "overrides"), p, pol != nil)
 	kp := field(path, "key")
 	var texts []string
 	for i, s := range key.v {

@@ -71,6 +71,12 @@ type headerMatch struct {
 type Limit struct {
 	Policy *ratelimit.Policy
 	Key    *Key
+	// CountStatus, when not nil, lists the response statuses that spend
+	// budget: an admitted request whose client receives another status
+	// gets its unit back.
+	CountStatus *StatusSet
+	// Overrides are the policy's overrides; nil when it has none.
+	Overrides *Overrides
 }
 
 // Matches reports whether r satisfies every condition of the route's match:
@@ -220,7 +226,12 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 			all[def.pol.Name] = def.pol
 		}
 		key := &Key{sources: def.sources, route: rt.Name, text: def.text}
-		rt.Limits = append(rt.Limits, &Limit{Policy: def.pol, Key: key})
+		rt.Limits = append(rt.Limits, &Limit{
+			Policy:      def.pol,
+			Key:         key,
+			CountStatus: def.countStatus,
+			Overrides:   def.overrides,
+		})
 		rt.ReadsBody = rt.ReadsBody || key.ReadsBody()
 	}
 	return rt, name.n

@@ -1,0 +1,334 @@
+package routes
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// StatusSet is a set of HTTP status codes, as count_status lists them. It
+// is immutable and safe for concurrent use.
+type StatusSet struct {
+	bits [10]uint64 // bit c set: code c is in the set, for c < 640
+}
+
+// Has reports whether code is in the set.
+func (s *StatusSet) Has(code int) bool {
+	return code >= 0 && code < 640 && s.bits[code/64]&(1<<(code%64)) != 0
+}
+
+func (s *StatusSet) add(from, to int) {
+	for c := from; c <= to; c++ {
+		s.bits[c/64] |= 1 << (c % 64)
+	}
+}
+
+// parseStatus reads one count_status entry: a code from 100 to 599, or a
+// class from 1xx to 5xx.
+func parseStatus(v string) (from, to int, err error) {
+	if len(v) == 3 && (v[1:] == "xx" || v[1:] == "XX") && v[0] >= '1' && v[0] <= '5' {
+		c := int(v[0]-'0') * 100
+		return c, c + 99, nil
+	}
+	c, err := strconv.Atoi(v)
+	if err != nil || c < 100 || c > 599 || len(v) != 3 {
+		return 0, 0, fmt.Errorf("invalid status %q: want a code from 100 to 599 or a class like 4xx", v)
+	}
+	return c, c, nil
+}
+
+// countStatus decodes a policy's count_status list.
+func (d *decoder) countStatus(m map[string]entry, path string, alg ratelimit.Algorithm) *StatusSet {
+	v := d.strs(m, "count_status", path)
+	if !v.set {
+		return nil
+	}
+	p := field(path, "count_status")
+	if alg == ratelimit.LeakyBucket {
+		d.errorf(v.n, p, "not allowed on leaky_bucket: a request that left the queue cannot be undone")
+		return nil
+	}
+	if len(v.v) == 0 {
+		d.errorf(v.n, p, "must list at least one status, like [401, 403] or [4xx]")
+		return nil
+	}
+	s := &StatusSet{}
+	for i, e := range v.v {
+		if !e.set {
+			continue
+		}
+		from, to, err := parseStatus(e.v)
+		if err != nil {
+			d.errorf(e.n, index(p, i), "%v", err)
+			continue
+		}
+		s.add(from, to)
+	}
+	return s
+}
+
+// Overrides are a policy's overrides, tried in order, the first match
+// winning. Matching costs a map lookup for keys and one per distinct
+// prefix length for clients, whatever the number of overrides. It is
+// immutable and safe for concurrent use.
+type Overrides struct {
+	list  []*Override
+	byKey map[string]int // key value to the first override that lists it
+	// Client prefixes to the first override that lists them, keyed by
+	// the masked address and the prefix length, which hash faster than
+	// a netip.Prefix.
+	by4   map[uint64]int
+	by6   map[prefix6]int
+	lens4 []int // distinct IPv4 prefix lengths in by4, longest first
+	lens6 []int // the same for IPv6
+}
+
+// prefix6 is an IPv6 prefix as a map key: the masked address and length.
+type prefix6 struct {
+	hi, lo uint64
+	bits   int
+}
+
+func key4(a netip.Addr, bits int) uint64 {
+	b := a.As4()
+	v := uint64(b[0])<<24 | uint64(b[1])<<16 | uint64(b[2])<<8 | uint64(b[3])
+	if bits < 32 {
+		v &^= 1<<(32-bits) - 1
+	}
+	return uint64(bits)<<32 | v
+}
+
+func key6(a netip.Addr, bits int) prefix6 {
+	b := a.As16()
+	var hi, lo uint64
+	for i := range 8 {
+		hi = hi<<8 | uint64(b[i])
+		lo = lo<<8 | uint64(b[8+i])
+	}
+	switch {
+	case bits == 0:
+		hi, lo = 0, 0
+	case bits < 64:
+		hi &^= 1<<(64-bits) - 1
+		lo = 0
+	case bits < 128:
+		lo &^= 1<<(128-bits) - 1
+	}
+	return prefix6{hi, lo, bits}
+}
+
+// Override is one entry of a policy's overrides.
+type Override struct {
+	// Policy limits the matching consumers: the policy's settings with the
+	// override's. Its buckets are its own (its Name is the policy's with
+	// "#override" and the entry's position from 1), but it is shown under
+	// the policy's name. Nil when Exempt.
+	Policy *ratelimit.Policy
+	// Exempt means the policy neither limits nor charges the request.
+	Exempt bool
+}
+
+// Match returns the first override that matches a request whose key
+// values are key (joined by '|') from client, or nil when none does. It
+// allocates nothing.
+func (o *Overrides) Match(key []byte, client netip.Addr) *Override {
+	best := len(o.list)
+	if i, ok := o.byKey[string(key)]; ok {
+		best = i
+	}
+	if client.IsValid() {
+		a := client.Unmap()
+		if a.Is4() {
+			for _, l := range o.lens4 {
+				if i, ok := o.by4[key4(a, l)]; ok && i < best {
+					best = i
+				}
+			}
+		} else {
+			for _, l := range o.lens6 {
+				if i, ok := o.by6[key6(a, l)]; ok && i < best {
+					best = i
+				}
+			}
+		}
+	}
+	if best == len(o.list) {
+		return nil
+	}
+	return o.list[best]
+}
+
+// ByKey returns the first override that lists key among its keys, or nil:
+// the bucket /v1/limits reads for that key.
+func (o *Overrides) ByKey(key string) *Override {
+	if o == nil {
+		return nil
+	}
+	if i, ok := o.byKey[key]; ok {
+		return o.list[i]
+	}
+	return nil
+}
+
+var overrideFields = []string{"keys", "clients", "limit", "window", "burst", "queue", "max_wait", "exempt"}
+
+// overrides decodes a policy's overrides list; base is the policy as
+// written, before NewPolicy filled in its defaults.
+func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, compiled bool) *Overrides {
+	items := d.items(n, path)
+	if len(items) == 0 {
+		return nil
+	}
+	o := &Overrides{byKey: map[string]int{}, by4: map[uint64]int{}, by6: map[prefix6]int{}}
+	for i, in := range items {
+		p := index(path, i)
+		if deref(in).Kind != yaml.MappingNode {
+			d.errorf(in, p, "must be a mapping with keys or clients, not %s", kindName(in))
+			continue
+		}
+		m := d.fields(in, p, overrideFields...)
+		keys, clients := d.strs(m, "keys", p), d.strs(m, "clients", p)
+		switch {
+		case keys.set && clients.set:
+			d.errorf(m["clients"].key, field(p, "clients"), "set keys or clients, not both")
+		case !keys.set && !clients.set:
+			d.errorf(in, p, "needs keys (key values) or clients (addresses or CIDRs)")
+		case keys.set && len(keys.v) == 0:
+			d.errorf(keys.n, field(p, "keys"), "must list at least one key value")
+		case clients.set && len(clients.v) == 0:
+			d.errorf(clients.n, field(p, "clients"), "must list at least one address or CIDR")
+		}
+		var prefixes []netip.Prefix
+		for j, c := range clients.v {
+			if !c.set {
+				continue
+			}
+			pre, err := parsePrefix(c.v)
+			if err != nil {
+				d.errorf(c.n, index(field(p, "clients"), j), "%v", err)
+				continue
+			}
+			prefixes = append(prefixes, netip.PrefixFrom(pre.Addr().Unmap(), bitsUnmapped(pre)))
+		}
+		ov := d.override(in, m, p, base, i)
+		if !compiled || ov == nil {
+			continue
+		}
+		o.list = append(o.list, ov)
+		at := len(o.list) - 1
+		for _, k := range keys.v {
+			if _, dup := o.byKey[k.v]; k.set && !dup {
+				o.byKey[k.v] = at
+			}
+		}
+		for _, pre := range prefixes {
+			if pre.Addr().Is4() {
+				k := key4(pre.Addr(), pre.Bits())
+				if _, dup := o.by4[k]; !dup {
+					o.by4[k] = at
+					o.lens4 = append(o.lens4, pre.Bits())
+				}
+			} else {
+				k := key6(pre.Addr(), pre.Bits())
+				if _, dup := o.by6[k]; !dup {
+					o.by6[k] = at
+					o.lens6 = append(o.lens6, pre.Bits())
+				}
+			}
+		}
+	}
+	for _, l := range []*[]int{&o.lens4, &o.lens6} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
+		slices.Reverse(*l)
+	}
+	if len(o.list) == 0 {
+		return nil
+	}
+	return o
+}
+
+// bitsUnmapped is the prefix length of p once an IPv4-mapped address is
+// written as IPv4, as client addresses are matched.
+func bitsUnmapped(p netip.Prefix) int {
+	if p.Addr().Is4In6() {
+		return max(p.Bits()-96, 0)
+	}
+	return p.Bits()
+}
+
+// override decodes the settings of entry i and compiles its policy.
+func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base ratelimit.Policy, i int) *Override {
+	before := len(d.probs)
+	exempt := d.boolean(m, "exempt", path)
+	limit := d.integer(m, "limit", path)
+	window := d.duration(m, "window", path)
+	burst := d.integer(m, "burst", path)
+	queue := d.integer(m, "queue", path)
+	maxWait := d.duration(m, "max_wait", path)
+	set := map[string]*yaml.Node{}
+	for _, f := range []struct {
+		name string
+		set  bool
+		n    *yaml.Node
+	}{{"limit", limit.set, limit.n}, {"window", window.set, window.n}, {"burst", burst.set, burst.n}, {"queue", queue.set, queue.n}, {"max_wait", maxWait.set, maxWait.n}} {
+		if f.set {
+			set[f.name] = f.n
+		}
+	}
+	if exempt.v {
+		for _, f := range []string{"limit", "window", "burst", "queue", "max_wait"} {
+			if nd := set[f]; nd != nil {
+				d.errorf(nd, field(path, f), "not allowed beside exempt: true")
+			}
+		}
+		if len(d.probs) > before {
+			return nil
+		}
+		return &Override{Exempt: true}
+	}
+	if len(set) == 0 {
+		if len(d.probs) == before {
+			d.errorf(n, path, "sets nothing: give limit, window, burst, queue or max_wait, or exempt: true")
+		}
+		return nil
+	}
+	p := base
+	p.Name = base.Name + "#override" + strconv.Itoa(i+1)
+	if limit.set {
+		p.Limit = limit.v
+	}
+	if window.set {
+		p.Window = window.v
+	}
+	if burst.set {
+		p.Burst = burst.v
+	}
+	if queue.set {
+		p.Queue = queue.v
+	}
+	if maxWait.set {
+		p.MaxWait = maxWait.v
+	}
+	pol, err := ratelimit.NewPolicy(p)
+	for _, e := range unjoin(err) {
+		f, msg, _ := strings.Cut(e.Error(), ": ")
+		if f == "queue" && !queue.set && maxWait.set {
+			f, msg = "max_wait", "only leaky_bucket has a max_wait"
+		}
+		if nd := set[f]; nd != nil {
+			d.errorf(nd, field(path, f), "%s", msg)
+		}
+		// Complaints about the policy's own fields are filed there.
+	}
+	if len(d.probs) > before || pol == nil {
+		return nil
+	}
+	return &Override{Policy: pol}
+}
