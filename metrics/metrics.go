@@ -37,6 +37,7 @@ type Metrics struct {
 	requests       *prometheus.CounterVec   // route, code
 	duration       *prometheus.HistogramVec // route
 	decisions      *prometheus.CounterVec   // route, policy, algorithm, result
+	refunds        *prometheus.CounterVec   // route, policy
 	upstreamErrors *prometheus.CounterVec   // route, kind
 	queueDepth     *prometheus.GaugeVec     // policy
 	queueWait      *prometheus.HistogramVec // policy
@@ -67,8 +68,12 @@ func New() *Metrics {
 		}, []string{"route"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_ratelimit_decisions_total",
-			Help: "Rate-limit decisions, one per limit that decided a request, by route, policy, algorithm and result (allowed, rejected, queued, shadow_rejected).",
+			Help: "Rate-limit decisions, one per limit that decided a request, by route, policy, algorithm and result (allowed, rejected, queued, shadow_rejected, blocked, exempt).",
 		}, []string{"route", "policy", "algorithm", "result"}),
+		refunds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_ratelimit_refunds_total",
+			Help: "Units given back because the response status was not one count_status lists, by route and policy.",
+		}, []string{"route", "policy"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_upstream_errors_total",
 			Help: "Requests that got no answer from the upstream, by route and kind (refused, timeout, reset, tls, other).",
@@ -109,7 +114,7 @@ func New() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.duration, m.decisions, m.upstreamErrors,
+		m.requests, m.duration, m.decisions, m.refunds, m.upstreamErrors,
 		m.queueDepth, m.queueWait, m.storeErrors, m.storeDuration,
 		reloads, &m.keys,
 	)
@@ -155,6 +160,7 @@ func (m *Metrics) Forget(routes, policies []string) {
 		m.requests.DeletePartialMatch(l)
 		m.duration.DeletePartialMatch(l)
 		m.decisions.DeletePartialMatch(l)
+		m.refunds.DeletePartialMatch(l)
 		m.upstreamErrors.DeletePartialMatch(l)
 		delete(m.codes, r)
 		delete(m.routes, r)
@@ -162,6 +168,7 @@ func (m *Metrics) Forget(routes, policies []string) {
 	for _, p := range policies {
 		l := prometheus.Labels{"policy": p}
 		m.decisions.DeletePartialMatch(l)
+		m.refunds.DeletePartialMatch(l)
 		m.queueDepth.DeletePartialMatch(l)
 		m.queueWait.DeletePartialMatch(l)
 		delete(m.policies, p)

@@ -19,27 +19,33 @@ type Limit struct {
 	// Shadow marks a limit that never rejects. It only chooses which
 	// result series start at zero; any result can be counted for any limit.
 	Shadow bool
+	// Refunds marks a limit with count_status, whose refund series starts
+	// at zero; Blocks one with a block, whose blocked series does.
+	Refunds, Blocks bool
 }
 
 // LimitOf describes the compiled policy p.
 func LimitOf(p *ratelimit.Policy) Limit {
-	return Limit{Policy: p.Name, Algorithm: p.Algorithm.String(), Shadow: p.Shadow}
+	return Limit{Policy: p.Name, Algorithm: p.Algorithm.String(), Shadow: p.Shadow, Blocks: p.Block > 0 && !p.Shadow}
 }
 
 // Result is what one limit decided for one request.
 type Result uint8
 
-// The results, exported as the label values allowed, rejected, queued and
-// shadow_rejected.
+// The results, exported as the label values allowed, rejected, queued,
+// shadow_rejected, blocked (rejected by an active block) and exempt (an
+// override exempted the request).
 const (
 	Allowed Result = iota
 	Rejected
 	Queued
 	ShadowRejected
+	Blocked
+	Exempt
 	numResults
 )
 
-var resultNames = [numResults]string{"allowed", "rejected", "queued", "shadow_rejected"}
+var resultNames = [numResults]string{"allowed", "rejected", "queued", "shadow_rejected", "blocked", "exempt"}
 
 // String returns the label value of r.
 func (r Result) String() string {
@@ -75,8 +81,10 @@ type Route struct {
 	codes     *codeCounters
 	duration  prometheus.Observer
 	decisions [][numResults]atomic.Pointer[counter]
+	refunds   []prometheus.Counter
 	limits    []Limit
 	dvec      *prometheus.CounterVec
+	rvec      *prometheus.CounterVec
 	upstream  [numUpstreamErrorKinds]prometheus.Counter
 }
 
@@ -107,8 +115,10 @@ func (m *Metrics) Route(route string, limits []Limit) *Route {
 		codes:     codes,
 		duration:  m.duration.WithLabelValues(route),
 		decisions: make([][numResults]atomic.Pointer[counter], len(limits)),
+		refunds:   make([]prometheus.Counter, len(limits)),
 		limits:    append([]Limit(nil), limits...),
 		dvec:      m.decisions,
+		rvec:      m.refunds,
 	}
 	for i, l := range limits {
 		expected := []Result{Allowed, Rejected}
@@ -117,6 +127,12 @@ func (m *Metrics) Route(route string, limits []Limit) *Route {
 		}
 		if l.Algorithm == "leaky_bucket" {
 			expected = append(expected, Queued)
+		}
+		if l.Blocks {
+			expected = append(expected, Blocked)
+		}
+		if l.Refunds {
+			r.refunds[i] = m.refunds.WithLabelValues(route, l.Policy)
 		}
 		for _, res := range expected {
 			r.decisionCounter(i, res)
@@ -182,6 +198,19 @@ func (r *Route) decisionCounter(limit int, res Result) *counter {
 		c = slot.Load()
 	}
 	return c
+}
+
+// Refund counts a unit the limit at index limit gave back (count_status).
+func (r *Route) Refund(limit int) {
+	if r == nil || uint(limit) >= uint(len(r.refunds)) {
+		return
+	}
+	if c := r.refunds[limit]; c != nil {
+		c.Inc()
+		return
+	}
+	// Only limits with count_status give units back, and they have theirs.
+	r.rvec.WithLabelValues(r.name, r.limits[limit].Policy).Inc()
 }
 
 // UpstreamError counts a request that got no answer from the upstream.

@@ -84,6 +84,7 @@ type route struct {
 	visible      []int          // indexes of non-shadow limits
 	quoted       []string       // each limit's policy name as a Structured Field string
 	policyHeader []string
+	refunds      bool // some limit has count_status
 }
 
 // New returns a Gateway with no configuration; Load one before serving.
@@ -138,6 +139,10 @@ func (g *Gateway) compileRoute(r *routes.Route) *route {
 	for i, l := range r.Limits {
 		p := l.Policy
 		limits[i] = metrics.LimitOf(p)
+		if l.CountStatus != nil {
+			limits[i].Refunds = true
+			rt.refunds = true
+		}
 		rt.quoted = append(rt.quoted, sfString(p.Name))
 		if p.Algorithm == ratelimit.LeakyBucket {
 			rt.leaky = i

@@ -128,7 +128,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // admit applies the route's limits to r. It answers the request itself and
 // returns false when the request must not reach the upstream.
-func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex *exchange) bool {
 	var body *routes.Body
 	if rt.r.ReadsBody {
 		// Nothing has counted this request yet: the part of the body the
@@ -146,9 +146,14 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 	ex.decisions = decisionsFor(n)
 	reqs, ds := ex.decisions.reqs, ex.decisions.ds
 	var kb [128]byte
+	var m *matched // nil unless an override matched
 	for i, l := range rt.r.Limits {
 		k := l.Key.Append(kb[:0], r, ex.client, body)
-		reqs[i] = ratelimit.Request{Policy: l.Policy, Key: bucketKey(k)}
+		p := l.Policy
+		if l.Overrides != nil {
+			p = matchOverride(l, i, n, k, ex, &m)
+		}
+		reqs[i] = ratelimit.Request{Policy: p, Key: bucketKey(k)}
 	}
 	if s.keys {
 		ex.keys = make([]string, n)
@@ -157,7 +162,13 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 		}
 	}
 	now := g.clock.Now()
-	if err := s.store.Decide(r.Context(), now, reqs, ds); err != nil {
+	var err error
+	if m != nil {
+		err = decideExempt(r.Context(), s.store, now, reqs, ds, m.exempt)
+	} else {
+		err = s.store.Decide(r.Context(), now, reqs, ds)
+	}
+	if err != nil {
 		g.log.Error("deciding rate limits", "route", rt.r.Name, "request_id", ex.id, "err", err)
 		problem.Error(w, http.StatusServiceUnavailable, "rate limit store unavailable")
 		return false
@@ -170,21 +181,23 @@ func (g *Gateway) admit(s *snapshot, rt *route, w http.ResponseWriter, r *http.R
 			reject = i
 		}
 	}
-	rt.setLimitHeaders(w.Header(), ds)
+	if m != nil {
+		rt.setOverriddenHeaders(w.Header(), reqs, ds, m)
+	} else {
+		rt.setLimitHeaders(w.Header(), ds)
+	}
 	if reject >= 0 {
-		rt.metrics.Decision(reject, metrics.Rejected)
-		g.tooMany(w, rt, reqs[reject].Policy, ds[reject], ex)
+		res := metrics.Rejected
+		if ds[reject].Blocked {
+			res = metrics.Blocked
+		}
+		rt.metrics.Decision(reject, res)
+		g.tooMany(w, rt, rt.r.Limits[reject].Policy.Name, reqs[reject].Policy, ds[reject], ex)
 		return false
 	}
-	for i := range ds {
-		switch {
-		case !ds[i].Allowed:
-			rt.metrics.Decision(i, metrics.ShadowRejected)
-		case ds[i].Delay > 0 && !reqs[i].Policy.Shadow:
-			rt.metrics.Decision(i, metrics.Queued)
-		default:
-			rt.metrics.Decision(i, metrics.Allowed)
-		}
+	rt.countAdmitted(reqs, ds, m)
+	if rt.refunds {
+		g.armRefund(s, rt, w, r, ex, reqs, ds, m)
 	}
 	// A shadow leaky_bucket keeps its schedule but never holds anyone.
 	if rt.leaky >= 0 && ds[rt.leaky].Delay > 0 && !reqs[rt.leaky].Policy.Shadow {
@@ -219,9 +232,10 @@ func (dc *decisions) release() {
 	decisionPool.Put(dc)
 }
 
-// tooMany answers 429 for the limit p that rejected the request.
-func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, p *ratelimit.Policy, d ratelimit.Decision, ex *exchange) {
-	ex.rejectedBy = p.Name
+// tooMany answers 429 for the limit p, called name, that rejected the
+// request; p is the policy it applied (an override's, or its own).
+func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, name string, p *ratelimit.Policy, d ratelimit.Decision, ex *exchange) {
+	ex.rejectedBy = name
 	retry := max(seconds(d.RetryAfter), 1)
 	h := w.Header()
 	v := []string{strconv.FormatInt(retry, 10)}
@@ -229,20 +243,24 @@ func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, p *ratelimit.Policy,
 	h[hXRateLimitRetry] = v
 	var buf [256]byte
 	b := append(buf[:0], "rate limit "...)
-	b = append(b, p.Name...)
+	b = append(b, name...)
 	b = append(b, " of route "...)
 	b = append(b, rt.r.Name...)
-	b = append(b, " exceeded: "...)
-	b = strconv.AppendInt(b, p.Limit, 10)
-	b = append(b, " requests per "...)
-	b = append(b, p.Window.String()...)
+	if d.Blocked {
+		b = append(b, " is blocking this client after too many requests"...)
+	} else {
+		b = append(b, " exceeded: "...)
+		b = strconv.AppendInt(b, p.Limit, 10)
+		b = append(b, " requests per "...)
+		b = append(b, p.Window.String()...)
+	}
 	b = append(b, "; retry in "...)
 	b = strconv.AppendInt(b, retry, 10)
 	b = append(b, " s"...)
 	problem.Write(w, problem.Details{
 		Status:     http.StatusTooManyRequests,
 		Detail:     string(b),
-		Policy:     p.Name,
+		Policy:     name,
 		RetryAfter: retry,
 	})
 }
@@ -376,13 +394,15 @@ type recorder struct {
 	status int
 	wrote  bool
 	body   *clientBody // the request's, nil without one
+	// onStatus, when set, learns the final status before the client does.
+	onStatus func(code int)
 }
 
 func (w *recorder) WriteHeader(code int) {
 	if !w.wrote {
 		if code >= 200 || code == http.StatusSwitchingProtocols {
-			w.status, w.wrote = code, true
 			defer w.body.answering()()
+			w.final(code)
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -390,10 +410,19 @@ func (w *recorder) WriteHeader(code int) {
 
 func (w *recorder) Write(b []byte) (int, error) {
 	if !w.wrote {
-		w.status, w.wrote = http.StatusOK, true
 		defer w.body.answering()()
+		w.final(http.StatusOK)
 	}
 	return w.ResponseWriter.Write(b)
+}
+
+// final records the status the client is about to receive.
+func (w *recorder) final(code int) {
+	w.status, w.wrote = code, true
+	if f := w.onStatus; f != nil {
+		w.onStatus = nil
+		f(code)
+	}
 }
 
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -408,7 +437,7 @@ func (w *recorder) Flush() {
 // Hijack hands WebSocket upgrades the raw connection.
 func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.status == 0 {
-		w.status, w.wrote = http.StatusSwitchingProtocols, true
+		w.final(http.StatusSwitchingProtocols)
 	}
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }

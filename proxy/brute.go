@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
+)
+
+// matched records which limits of one request an override matched: the
+// slow path of admit, taken only when some override applies.
+type matched struct {
+	exempt []bool
+	any    bool // some limit has an override that is not exempt
+}
+
+// matchOverride returns the policy limit l applies to a request whose key
+// values are k, recording an exempting or overriding match in *m.
+func matchOverride(l *routes.Limit, i, n int, k []byte, ex *exchange, m **matched) *ratelimit.Policy {
+	o := l.Overrides.Match(k, ex.client)
+	if o == nil {
+		return l.Policy
+	}
+	if *m == nil {
+		*m = &matched{exempt: make([]bool, n)}
+	}
+	if o.Exempt {
+		(*m).exempt[i] = true
+		return l.Policy
+	}
+	(*m).any = true
+	return o.Policy
+}
+
+// decideExempt decides reqs without the exempt limits: they are not
+// limited or charged, and read as admitted with nothing to report.
+func decideExempt(ctx context.Context, store ratelimit.Store, now time.Time, reqs []ratelimit.Request, ds []ratelimit.Decision, exempt []bool) error {
+	var sub []ratelimit.Request
+	var idx []int
+	for i := range reqs {
+		if !exempt[i] {
+			sub = append(sub, reqs[i])
+			idx = append(idx, i)
+		}
+	}
+	out := make([]ratelimit.Decision, len(sub))
+	if len(sub) > 0 {
+		if err := store.Decide(ctx, now, sub, out); err != nil {
+			return err
+		}
+	}
+	for i := range ds {
+		ds[i] = ratelimit.Decision{Allowed: true}
+	}
+	for j, i := range idx {
+		ds[i] = out[j]
+	}
+	return nil
+}
+
+// setOverriddenHeaders is setLimitHeaders for a request some override
+// matched: the RateLimit-Policy items show the numbers of the policy each
+// limit applied, and exempt limits are left out like shadow ones.
+func (rt *route) setOverriddenHeaders(h http.Header, reqs []ratelimit.Request, ds []ratelimit.Decision, m *matched) {
+	var b, pb []byte
+	most := -1
+	for _, i := range rt.visible {
+		if m.exempt[i] {
+			continue
+		}
+		d := &ds[i]
+		p := reqs[i].Policy
+		if most >= 0 {
+			b = append(b, ", "...)
+			pb = append(pb, ", "...)
+		}
+		b = append(b, rt.quoted[i]...)
+		b = append(b, ";r="...)
+		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+		b = append(b, ";t="...)
+		b = strconv.AppendInt(b, seconds(d.RetryAfter), 10)
+		pb = append(pb, rt.quoted[i]...)
+		pb = append(pb, ";q="...)
+		pb = strconv.AppendInt(pb, p.Limit, 10)
+		pb = append(pb, ";w="...)
+		pb = strconv.AppendInt(pb, max(seconds(p.Window), 1), 10)
+		if most < 0 || d.Remaining < ds[most].Remaining {
+			most = i
+		}
+	}
+	if most < 0 {
+		return
+	}
+	h[hRateLimitPolicy] = []string{string(pb)}
+	h[hRateLimit] = []string{string(b)}
+	d := &ds[most]
+	h[hXRateLimitLimit] = []string{strconv.FormatInt(d.Limit, 10)}
+	h[hXRateLimitRemain] = []string{strconv.FormatInt(max(d.Remaining, 0), 10)}
+	h[hXRateLimitReset] = []string{strconv.FormatInt(seconds(d.Reset), 10)}
+}
+
+// countAdmitted counts the decisions of an admitted request.
+func (rt *route) countAdmitted(reqs []ratelimit.Request, ds []ratelimit.Decision, m *matched) {
+	for i := range ds {
+		switch {
+		case m != nil && m.exempt[i]:
+			rt.metrics.Decision(i, metrics.Exempt)
+		case !ds[i].Allowed:
+			rt.metrics.Decision(i, metrics.ShadowRejected)
+		case ds[i].Delay > 0 && !reqs[i].Policy.Shadow:
+			rt.metrics.Decision(i, metrics.Queued)
+		default:
+			rt.metrics.Decision(i, metrics.Allowed)
+		}
+	}
+}
+
+// armRefund makes the request's answer give back, once its status is
+// known and is not one count_status lists, the units its count_status
+// limits took. A client that went away first keeps them spent: its
+// guess got an answer, or made the upstream work, all the same.
+func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Request, ex *exchange, reqs []ratelimit.Request, ds []ratelimit.Decision, m *matched) {
+	var idx []int
+	for i, l := range rt.r.Limits {
+		if l.CountStatus != nil && ds[i].Allowed && ds[i].Ticket != (ratelimit.Ticket{}) && (m == nil || !m.exempt[i]) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	rec.onStatus = func(code int) {
+		if r.Context().Err() != nil {
+			return
+		}
+		var give []int
+		for _, i := range idx {
+			if !rt.r.Limits[i].CountStatus.Has(code) {
+				give = append(give, i)
+			}
+		}
+		if len(give) == 0 {
+			return
+		}
+		sub := make([]ratelimit.Request, len(give))
+		subd := make([]ratelimit.Decision, len(give))
+		for j, i := range give {
+			sub[j], subd[j] = reqs[i], ds[i]
+		}
+		if err := s.store.Refund(context.WithoutCancel(r.Context()), g.clock.Now(), sub, subd); err != nil {
+			g.log.Warn("giving back rate limit units", "route", rt.r.Name, "request_id", ex.id, "err", err)
+			return
+		}
+		for _, i := range give {
+			rt.metrics.Refund(i)
+		}
+	}
+}
