@@ -21,6 +21,13 @@ type Source interface {
 	// inline one), or nil when the configuration has none of that name.
 	// It is only called while Ready reports Loaded.
 	Policy(name string) *ratelimit.Policy
+	// Override returns the policy of the override of policy name that
+	// lists key among its keys, whose bucket then holds key's budget, or
+	// nil when none does (or it is exempt). Called like Policy.
+	Override(name, key string) *ratelimit.Policy
+	// AdminToken returns the bearer token admin writes need; "" refuses
+	// them all.
+	AdminToken() string
 	// Store returns the store that keeps the policies' buckets; nil until
 	// a configuration is loaded.
 	Store() ratelimit.Store
@@ -50,10 +57,12 @@ type Readiness struct {
 //	/metrics    the Prometheus exposition of m
 //	/healthz    200 {"status":"ok"} while the process is up
 //	/readyz     200 {"status":"ok"}, 200 {"status":"degraded"}, 503 {"status":"unavailable"} or 503 {"status":"draining"}
-//	/v1/limits  GET ?policy=NAME&key=VALUE: a bucket's budget, consuming none
+//	/v1/limits  GET ?policy=NAME&key=VALUE: a bucket's budget, consuming none;
+//	            DELETE: reset the bucket and lift its block (needs the admin token)
 //
-// Each answers GET and HEAD only; other methods get 405, unknown paths 404,
-// both as problem+json. The handler is safe for concurrent use.
+// Each answers GET and HEAD, and /v1/limits DELETE; other methods get 405,
+// unknown paths 404, both as problem+json. The handler is safe for
+// concurrent use.
 func Handler(m *metrics.Metrics, src Source) http.Handler {
 	mh := m.Handler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,13 +75,21 @@ func Handler(m *metrics.Metrics, src Source) http.Handler {
 		case "/readyz":
 			h = readyz(src)
 		case "/v1/limits":
+			if r.Method == http.MethodDelete {
+				resetLimits(src).ServeHTTP(w, r)
+				return
+			}
 			h = limits(src)
 		default:
 			problem.Error(w, http.StatusNotFound, "no admin endpoint at "+strconv.Quote(r.URL.Path))
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
+			allow := "GET, HEAD"
+			if r.URL.Path == "/v1/limits" {
+				allow = "GET, HEAD, DELETE"
+			}
+			w.Header().Set("Allow", allow)
 			problem.Error(w, http.StatusMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+"; use GET")
 			return
 		}

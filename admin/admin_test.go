@@ -17,10 +17,17 @@ import (
 
 // fakeSource is a Source over fixed policies and a store.
 type fakeSource struct {
-	policies map[string]*ratelimit.Policy
-	store    ratelimit.Store
-	ready    Readiness
+	policies  map[string]*ratelimit.Policy
+	overrides map[string]*ratelimit.Policy // by policy name and key, joined by a space
+	token     string
+	store     ratelimit.Store
+	ready     Readiness
 }
+
+func (f *fakeSource) Override(name, key string) *ratelimit.Policy {
+	return f.overrides[name+" "+key]
+}
+func (f *fakeSource) AdminToken() string { return f.token }
 
 func (f *fakeSource) Policy(name string) *ratelimit.Policy {
 	if !f.ready.Loaded {
@@ -176,8 +183,9 @@ func TestErrors(t *testing.T) {
 		{"unknown policy", "GET", limitsURL("nope", "abc"), src, 404, ""},
 		{"missing policy", "GET", "/v1/limits?key=abc", src, 400, ""},
 		{"empty policy", "GET", "/v1/limits?policy=&key=abc", src, 400, ""},
-		{"post", "POST", limitsURL("api-per-key", "abc"), src, 405, "GET, HEAD"},
-		{"delete", "DELETE", limitsURL("api-per-key", "abc"), src, 405, "GET, HEAD"},
+		{"post", "POST", limitsURL("api-per-key", "abc"), src, 405, "GET, HEAD, DELETE"},
+		{"delete without admin_token", "DELETE", limitsURL("api-per-key", "abc"), src, 403, ""},
+		{"delete healthz", "DELETE", "/healthz", src, 405, "GET, HEAD"},
 		{"post healthz", "POST", "/healthz", src, 405, "GET, HEAD"},
 		{"store down", "GET", limitsURL("api-per-key", "abc"), down, 503, ""},
 		{"not loaded", "GET", limitsURL("api-per-key", "abc"), notLoaded, 503, ""},

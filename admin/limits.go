@@ -22,6 +22,9 @@ type Limits struct {
 	// ResetSeconds is the whole seconds, rounded up, until the budget is
 	// whole again.
 	ResetSeconds int64 `json:"reset_seconds"`
+	// BlockedSeconds is the whole seconds, rounded up, until the bucket's
+	// block ends; absent when the bucket is not blocked.
+	BlockedSeconds int64 `json:"blocked_seconds,omitempty"`
 }
 
 // limits answers GET /v1/limits?policy=NAME&key=VALUE. VALUE is the
@@ -47,19 +50,27 @@ func limits(src Source) http.HandlerFunc {
 			return
 		}
 		key := q.Get("key")
-		d, err := store.Peek(r.Context(), src.Now(), ratelimit.Request{Policy: p, Key: key})
+		pol := p
+		if o := src.Override(name, key); o != nil {
+			pol = o
+		}
+		d, err := store.Peek(r.Context(), src.Now(), ratelimit.Request{Policy: pol, Key: key})
 		if err != nil {
 			problem.Error(w, http.StatusServiceUnavailable, "reading the bucket from the store: "+err.Error())
 			return
 		}
-		writeJSON(w, http.StatusOK, Limits{
+		l := Limits{
 			Policy:       p.Name,
 			Key:          key,
 			Algorithm:    p.Algorithm.String(),
-			Limit:        p.Limit,
+			Limit:        pol.Limit,
 			Remaining:    d.Remaining,
 			ResetSeconds: ceilSeconds(d.Reset),
-		})
+		}
+		if d.Blocked {
+			l.BlockedSeconds = max(ceilSeconds(d.RetryAfter), 1)
+		}
+		writeJSON(w, http.StatusOK, l)
 	}
 }
 

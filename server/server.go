@@ -438,6 +438,22 @@ func (src source) Policy(name string) *ratelimit.Policy {
 	return nil
 }
 
+func (src source) Override(name, key string) *ratelimit.Policy {
+	if c := src.s.cfg.Load(); c != nil {
+		if o := c.Overrides[name].ByKey(key); o != nil && !o.Exempt {
+			return o.Policy
+		}
+	}
+	return nil
+}
+
+func (src source) AdminToken() string {
+	if c := src.s.cfg.Load(); c != nil {
+		return c.AdminToken
+	}
+	return ""
+}
+
 func (src source) Store() ratelimit.Store { return src.s.store }
 
 func (src source) Now() time.Time { return src.s.clock.Now() }
