@@ -1,0 +1,398 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+const bruteToken = "e2e-admin-token-7d1f"
+
+// bruteStores runs f once with the memory store and once with a Redis
+// store on a real redis-server; store is the config's store section.
+func bruteStores(t *testing.T, f func(t *testing.T, store string)) {
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		f(t, "  type: memory")
+	})
+	t.Run("redis", func(t *testing.T) {
+		t.Parallel()
+		rs := redistest.Start(t)
+		f(t, fmt.Sprintf("  type: redis\n  redis: {addresses: [%q], timeout: 2s}", rs.Addr()))
+	})
+}
+
+// loginUpstream answers 200 to the password "right" and 401 to any other.
+// The recording upstream has read the body already; the password rides in
+// a header beside it.
+func loginUpstream(t *testing.T) *upstream {
+	up := newUpstream(t)
+	up.Handle = func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Password") == "right" {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+	}
+	return up
+}
+
+func loginConfig(store, upstream, extra string) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+admin_token: "${SLUICE_ADMIN_TOKEN:-}"
+log: {access_log: false}
+store:
+%s
+policies:
+  logins:
+    algorithm: sliding_window_log
+    limit: 3
+    window: 1h
+    key: [json:username]
+    count_status: [401, 403]
+    block: 1h
+%s
+routes:
+  - name: login
+    match: {path: /login}
+    upstream: %s
+    limits: [logins]
+`, store, extra, upstream)
+}
+
+func login(t *testing.T, in *instance, user, password string) *http.Response {
+	t.Helper()
+	body := fmt.Sprintf(`{"username":%q}`, user)
+	resp, _ := do(t, nil, "POST", in.HTTP+"/login", []byte(body), map[string]string{"Content-Type": "application/json", "X-Password": password})
+	return resp
+}
+
+// TestBruteForceLogin: successful logins never spend the budget; the
+// failures that reach the limit start a block that rejects even the right
+// password, shows in /v1/limits and the metrics, survives an unchanged
+// reload, and is lifted by DELETE with the admin token.
+func TestBruteForceLogin(t *testing.T) {
+	t.Parallel()
+	bruteStores(t, func(t *testing.T, store string) {
+		up := loginUpstream(t)
+		path := writeConfig(t, loginConfig(store, up.URL, ""))
+		in := start(t, path, "SLUICE_ADMIN_TOKEN="+bruteToken)
+
+		for i := range 10 {
+			if resp := login(t, in, "alice", "right"); resp.StatusCode != 200 {
+				t.Fatalf("successful login %d: got %d, want 200", i, resp.StatusCode)
+			}
+		}
+		for i := range 3 {
+			if resp := login(t, in, "alice", "wrong"); resp.StatusCode != 401 {
+				t.Fatalf("failed login %d: got %d, want 401", i, resp.StatusCode)
+			}
+		}
+		resp := login(t, in, "alice", "right")
+		if resp.StatusCode != 429 {
+			t.Fatalf("4th failure's retry: got %d, want 429", resp.StatusCode)
+		}
+		if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); ra < 3590 || ra > 3600 {
+			t.Errorf("first rejection: Retry-After %q, want the block's end, about 3600", resp.Header.Get("Retry-After"))
+		}
+		// Later attempts are rejected by the block, which they do not
+		// extend; another user is not affected.
+		time.Sleep(1100 * time.Millisecond)
+		resp = login(t, in, "alice", "right")
+		ra, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if resp.StatusCode != 429 || ra > 3599 || ra < 3580 {
+			t.Errorf("during the block: got %d Retry-After %q, want 429 pointing at the first block's end", resp.StatusCode, resp.Header.Get("Retry-After"))
+		}
+		if rl := resp.Header.Get("RateLimit"); !strings.Contains(rl, fmt.Sprintf(";t=%d", ra)) {
+			t.Errorf("during the block: RateLimit %q, want t=%d", rl, ra)
+		}
+		if resp := login(t, in, "bob", "right"); resp.StatusCode != 200 {
+			t.Errorf("another user: got %d, want 200", resp.StatusCode)
+		}
+		if got := len(up.Requests()); got != 14 {
+			t.Errorf("upstream saw %d requests, want 14 (10 + 3 for alice, 1 for bob)", got)
+		}
+
+		// An unchanged reload keeps the block.
+		in.Signal(syscall.SIGHUP)
+		waitMetric(t, in.Admin, `sluice_config_reloads_total{result="success"}`, 1)
+		if resp := login(t, in, "alice", "right"); resp.StatusCode != 429 {
+			t.Errorf("after an unchanged reload: got %d, want 429", resp.StatusCode)
+		}
+
+		limits := in.Admin + "/v1/limits?policy=logins&key=alice"
+		_, body := do(t, nil, "GET", limits, nil, nil)
+		var l struct {
+			Remaining      int64 `json:"remaining"`
+			BlockedSeconds int64 `json:"blocked_seconds"`
+		}
+		if err := json.Unmarshal(body, &l); err != nil || l.BlockedSeconds < 3500 || l.BlockedSeconds > 3600 {
+			t.Errorf("GET /v1/limits: got %s, want blocked_seconds near 3600", body)
+		}
+
+		m := scrape(t, in.Admin)
+		for name, want := range map[string]float64{
+			`sluice_ratelimit_refunds_total{policy="logins",route="login"}`:                                                    11,
+			`sluice_ratelimit_decisions_total{algorithm="sliding_window_log",policy="logins",result="rejected",route="login"}`: 1,
+			`sluice_ratelimit_decisions_total{algorithm="sliding_window_log",policy="logins",result="blocked",route="login"}`:  2,
+		} {
+			if m[name] != want {
+				t.Errorf("%s: got %v, want %v", name, m[name], want)
+			}
+		}
+
+		// DELETE needs the token, which no answer shows.
+		resp, body = do(t, nil, "DELETE", limits, nil, nil)
+		if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+			t.Errorf("DELETE without a token: got %d %q, want 401 with WWW-Authenticate: Bearer", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+		}
+		resp, body = do(t, nil, "DELETE", limits, nil, map[string]string{"Authorization": "Bearer wrong"})
+		if resp.StatusCode != 401 || strings.Contains(string(body), bruteToken) {
+			t.Errorf("DELETE with a wrong token: got %d %s, want 401", resp.StatusCode, body)
+		}
+		resp, _ = do(t, nil, "DELETE", in.Admin+"/v1/limits?policy=nope&key=alice", nil, map[string]string{"Authorization": "Bearer " + bruteToken})
+		if resp.StatusCode != 404 {
+			t.Errorf("DELETE of an unknown policy: got %d, want 404", resp.StatusCode)
+		}
+		resp, _ = do(t, nil, "DELETE", limits, nil, map[string]string{"Authorization": "Bearer " + bruteToken})
+		if resp.StatusCode != 204 {
+			t.Fatalf("DELETE: got %d, want 204", resp.StatusCode)
+		}
+		if resp := login(t, in, "alice", "right"); resp.StatusCode != 200 {
+			t.Errorf("after DELETE: got %d, want 200", resp.StatusCode)
+		}
+		for _, l := range in.logs.Lines() {
+			if strings.Contains(l, bruteToken) {
+				t.Errorf("log line shows the admin token: %s", l)
+			}
+		}
+		if _, body := do(t, nil, "GET", in.Admin+"/metrics", nil, nil); strings.Contains(string(body), bruteToken) {
+			t.Errorf("metrics show the admin token")
+		}
+	})
+}
+
+// TestBruteForceNoAdminToken: without admin_token, DELETE is refused.
+func TestBruteForceNoAdminToken(t *testing.T) {
+	t.Parallel()
+	up := loginUpstream(t)
+	in := start(t, writeConfig(t, loginConfig("  type: memory", up.URL, "")))
+	resp, _ := do(t, nil, "DELETE", in.Admin+"/v1/limits?policy=logins&key=alice", nil, map[string]string{"Authorization": "Bearer anything"})
+	if resp.StatusCode != 403 {
+		t.Errorf("DELETE without admin_token: got %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestBruteForceConcurrentGuesses sends many failing attempts at once
+// against a slow upstream: each takes its unit before it is forwarded,
+// so exactly limit of them reach it.
+func TestBruteForceConcurrentGuesses(t *testing.T) {
+	t.Parallel()
+	bruteStores(t, func(t *testing.T, store string) {
+		up := newUpstream(t)
+		var reached atomic.Int64
+		up.Handle = func(w http.ResponseWriter, r *http.Request) {
+			reached.Add(1)
+			time.Sleep(300 * time.Millisecond)
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+		in := start(t, writeConfig(t, loginConfig(store, up.URL, "")))
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[int]int{}
+		for range 40 {
+			wg.Go(func() {
+				resp := login(t, in, "carol", "guess")
+				mu.Lock()
+				codes[resp.StatusCode]++
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		if got := reached.Load(); got != 3 {
+			t.Errorf("upstream reached %d times, want exactly 3 (the limit)", got)
+		}
+		if codes[401] != 3 || codes[429] != 37 {
+			t.Errorf("got statuses %v, want 3 x 401 and 37 x 429", codes)
+		}
+	})
+}
+
+// TestBruteForceClientGoneKeepsUnit: a client that hangs up before the
+// answer keeps its unit spent, though the upstream then answers with a
+// status count_status does not list.
+func TestBruteForceClientGoneKeepsUnit(t *testing.T) {
+	t.Parallel()
+	bruteStores(t, func(t *testing.T, store string) {
+		up := newUpstream(t)
+		up.Handle = func(w http.ResponseWriter, r *http.Request) {
+			if strings.Contains(r.Header.Get("X-Slow"), "1") {
+				time.Sleep(500 * time.Millisecond)
+			}
+			w.WriteHeader(http.StatusOK)
+		}
+		in := start(t, writeConfig(t, loginConfig(store, up.URL, "")))
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", in.HTTP+"/login", strings.NewReader(`{"username":"dave"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Slow", "1")
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("slow request: got %d, want the client to give up", resp.StatusCode)
+		}
+		// Once the upstream has answered, the unit is still taken.
+		time.Sleep(700 * time.Millisecond)
+		_, body := do(t, nil, "GET", in.Admin+"/v1/limits?policy=logins&key=dave", nil, nil)
+		if !strings.Contains(string(body), `"remaining":2`) {
+			t.Errorf("after the client went away: got %s, want remaining 2", body)
+		}
+		// An answered 200 gives its unit back.
+		if resp := login(t, in, "dave", "x"); resp.StatusCode != 200 {
+			t.Fatalf("got %d, want 200", resp.StatusCode)
+		}
+		_, body = do(t, nil, "GET", in.Admin+"/v1/limits?policy=logins&key=dave", nil, nil)
+		if !strings.Contains(string(body), `"remaining":2`) {
+			t.Errorf("after a 200: got %s, want remaining still 2", body)
+		}
+	})
+}
+
+// TestBruteForceOverrides: a partner key gets its own bucket and numbers,
+// shown in the headers; a monitoring network is exempt.
+func TestBruteForceOverrides(t *testing.T) {
+	t.Parallel()
+	bruteStores(t, func(t *testing.T, store string) {
+		up := newUpstream(t)
+		in := start(t, writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+log: {access_log: false}
+trusted_proxies: [127.0.0.1]
+store:
+%s
+policies:
+  api:
+    algorithm: fixed_window
+    limit: 2
+    window: 1h
+    key: [header:X-API-Key]
+    overrides:
+      - keys: ["${PARTNER_KEY}"]
+        limit: 5
+      - clients: [203.0.113.0/24]
+        exempt: true
+routes:
+  - name: api
+    match: {path_prefix: /}
+    upstream: %s
+    limits: [api]
+`, store, up.URL)), "PARTNER_KEY=partner-1")
+		send := func(key, client string) *http.Response {
+			resp, _ := do(t, nil, "GET", in.HTTP+"/x", nil, map[string]string{"X-API-Key": key, "X-Forwarded-For": client})
+			return resp
+		}
+		count := func(key, client string, n int) (ok int, last *http.Response) {
+			for range n {
+				last = send(key, client)
+				if last.StatusCode == 200 {
+					ok++
+				}
+			}
+			return ok, last
+		}
+		if ok, last := count("someone", "198.51.100.1", 4); ok != 2 || last.Header.Get("RateLimit-Policy") != `"api";q=2;w=3600` {
+			t.Errorf("default: got %d admitted, policy %q; want 2 and q=2", ok, last.Header.Get("RateLimit-Policy"))
+		}
+		ok, last := count("partner-1", "198.51.100.1", 7)
+		if ok != 5 || last.StatusCode != 429 {
+			t.Errorf("partner: got %d admitted, want 5", ok)
+		}
+		if got := last.Header.Get("RateLimit-Policy"); got != `"api";q=5;w=3600` {
+			t.Errorf("partner RateLimit-Policy: got %q, want q=5", got)
+		}
+		if got := last.Header.Get("X-RateLimit-Limit"); got != "5" {
+			t.Errorf("partner X-RateLimit-Limit: got %q, want 5", got)
+		}
+		_, body := do(t, nil, "GET", in.Admin+"/v1/limits?policy=api&key=partner-1", nil, nil)
+		if !strings.Contains(string(body), `"limit":5,"remaining":0`) {
+			t.Errorf("partner bucket: got %s, want limit 5, remaining 0", body)
+		}
+		// The exempt network is never limited, even with a spent key.
+		ok, last = count("someone", "203.0.113.9", 10)
+		if ok != 10 || last.Header.Get("RateLimit") != "" {
+			t.Errorf("exempt: got %d admitted, RateLimit %q; want 10 and no header", ok, last.Header.Get("RateLimit"))
+		}
+		m := scrape(t, in.Admin)
+		if got := m[`sluice_ratelimit_decisions_total{algorithm="fixed_window",policy="api",result="exempt",route="api"}`]; got != 10 {
+			t.Errorf("exempt decisions: got %v, want 10", got)
+		}
+	})
+}
+
+// TestBruteForceSharedThroughRedis: two instances on one Redis see the
+// same block and the same give-back.
+func TestBruteForceSharedThroughRedis(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	up := loginUpstream(t)
+	path := writeConfig(t, loginConfig(fmt.Sprintf("  type: redis\n  redis: {addresses: [%q], timeout: 2s}", rs.Addr()), up.URL, ""))
+	a, b := start(t, path), start(t, path)
+	// Two failures on a, a success on b: the success gives its unit back
+	// in Redis, so b's third failure is still admitted, and a sees it.
+	login(t, a, "erin", "wrong")
+	login(t, a, "erin", "wrong")
+	if resp := login(t, b, "erin", "right"); resp.StatusCode != 200 {
+		t.Fatalf("success on b: got %d, want 200", resp.StatusCode)
+	}
+	if resp := login(t, b, "erin", "wrong"); resp.StatusCode != 401 {
+		t.Fatalf("third failure on b: got %d, want 401 (the success was given back)", resp.StatusCode)
+	}
+	if resp := login(t, a, "erin", "right"); resp.StatusCode != 429 {
+		t.Fatalf("over the limit on a: got %d, want 429", resp.StatusCode)
+	}
+	// The block a started holds on b.
+	resp := login(t, b, "erin", "right")
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != 429 || ra < 3500 {
+		t.Errorf("on b during a's block: got %d Retry-After %q, want 429 near 3600", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	mb := scrape(t, b.Admin)
+	if got := mb[`sluice_ratelimit_decisions_total{algorithm="sliding_window_log",policy="logins",result="blocked",route="login"}`]; got != 1 {
+		t.Errorf("b's blocked decisions: got %v, want 1", got)
+	}
+}
+
+// TestValidateCountStatusOnLeakyBucket names the field at fault.
+func TestValidateCountStatusOnLeakyBucket(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, `policies:
+  shaped:
+    algorithm: leaky_bucket
+    limit: 10
+    window: 1s
+    key: [ip]
+    count_status: [401]
+routes:
+  - {name: r, upstream: "http://127.0.0.1:9", limits: [shaped]}
+`)
+	out, err := runValidate(path)
+	if err == nil || !strings.Contains(out, path+":7:19: policies.shaped.count_status: not allowed on leaky_bucket") {
+		t.Errorf("validate: got %v\n%s\nwant an error at 7:19", err, out)
+	}
+}
+
+func runValidate(path string) (string, error) {
+	out, err := exec.Command(binary, "validate", "-config", path).CombinedOutput()
+	return string(out), err
+}
