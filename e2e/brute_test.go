@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -395,4 +396,31 @@ routes:
 func runValidate(path string) (string, error) {
 	out, err := exec.Command(binary, "validate", "-config", path).CombinedOutput()
 	return string(out), err
+}
+
+// TestValidateREADMELoginConfig keeps the README's login and OTP
+// walk-through a configuration sluice accepts.
+func TestValidateREADMELoginConfig(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Protecting login and OTP endpoints\n")
+	if !ok {
+		t.Fatal("README has no section Protecting login and OTP endpoints")
+	}
+	_, block, ok := strings.Cut(section, "\n```yaml\n")
+	block, _, closed := strings.Cut(block, "\n```\n")
+	if !ok || !closed {
+		t.Fatal("the section has no yaml block")
+	}
+	for _, want := range []string{"count_status:", "block:", "overrides:", "admin_token:", "json:username", "json:phone", "key: [ip]"} {
+		if !strings.Contains(block, want) {
+			t.Errorf("the walk-through config lacks %q", want)
+		}
+	}
+	if out, err := runValidate(writeConfig(t, block)); err != nil {
+		t.Errorf("validate the README's config: %v\n%s", err, out)
+	}
 }
