@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strings"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,7 +38,21 @@ func (c *keysCollector) Collect(ch chan<- prometheus.Metric) {
 	if f == nil {
 		return
 	}
-	for policy, n := range (*f)() {
+	byPolicy := map[string]int64{}
+	for name, n := range (*f)() {
+		byPolicy[policyOf(name)] += n
+	}
+	for policy, n := range byPolicy {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), policy)
 	}
+}
+
+// policyOf is the policy a bucket's policy name belongs to: an override's
+// buckets (policy "NAME#overrideN") count under NAME, which is the name
+// the configuration gives.
+func policyOf(name string) string {
+	if i := strings.LastIndex(name, "#override"); i > 0 {
+		return name[:i]
+	}
+	return name
 }
