@@ -35,15 +35,17 @@ type Decision struct {
 }
 
 // Ticket names the unit an admitted Decision took from a bucket, so that
-// Store.Refund can give exactly that unit back. Stores fill it in and read
-// it back; callers only carry it. The zero Ticket names nothing.
+// Store.Refund can give exactly that unit back and Store.Wait knows which
+// store queued the request. Stores fill it in and read it back; callers
+// only carry it. The zero Ticket names nothing.
 type Ticket struct {
 	// Store tells which store took the unit, 0 when none did; a store
 	// that delegates (the Redis store to its fallback) tells them apart.
 	Store uint8
 	// At is the store's mark of the unit. The memory store's, in Unix ns:
 	// the token bucket's TAT right after it, the window start it was
-	// counted in, or the time its log entry carries.
+	// counted in, the time its log entry carries, or a leaky_bucket
+	// request's departure.
 	At int64
 }
 
@@ -66,7 +68,8 @@ type Store interface {
 	// Peek reports the bucket's budget at now without consuming any.
 	Peek(ctx context.Context, now time.Time, r Request) (Decision, error)
 	// Wait holds a request that a leaky_bucket limit admitted with a
-	// Delay until its Departure. It returns nil when the request may leave
+	// Delay until its Departure; d is the Decision, Ticket included, that
+	// the store made. It returns nil when the request may leave
 	// and ctx.Err() when ctx ends first; a request that gives up returns
 	// its place in the queue.
 	Wait(ctx context.Context, r Request, d Decision) error

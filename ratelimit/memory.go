@@ -474,7 +474,7 @@ func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
 }
 
 // ticketLocked marks d, which e's policy p just admitted, with what its
-// unit is for RefundLocked: the state right after the step names it.
+// unit is, for Refund and Wait: the state right after the step names it.
 func (e *entry) ticketLocked(p *Policy, d *Decision) {
 	d.Ticket.Store = memoryTicket
 	switch p.Algorithm {
@@ -482,6 +482,8 @@ func (e *entry) ticketLocked(p *Policy, d *Decision) {
 		if l := e.logLocked(); l.n > 0 {
 			d.Ticket.At = l.newest()
 		}
+	case LeakyBucket:
+		d.Ticket.At = e.s[0] - p.interval // the departure
 	default:
 		d.Ticket.At = e.s[0]
 	}

@@ -105,3 +105,49 @@ func TestRefundFollowsWhoDecided(t *testing.T) {
 		t.Errorf("refunding a Redis unit while Redis is down: got %v, want ErrUnavailable", err)
 	}
 }
+
+// TestWaitInFallback checks that a request the fallback queued waits in
+// the fallback's own queue: when one ahead of it gives up, it moves up,
+// and so does the next departure. A request that only slept beside the
+// fallback's queue would leave a hole of one interval instead.
+func TestWaitInFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr()
+	srv.Kill()
+	fb := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
+	defer fb.Close()
+	s, err := New(context.Background(), Options{Addresses: []string{addr}, Timeout: faultTimeout, Fallback: fb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "fallback-queue", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: time.Second, Queue: 5})
+	r := []ratelimit.Request{{Policy: p, Key: "k"}}
+	now := time.Now()
+	decide := func() ratelimit.Decision {
+		t.Helper()
+		out := make([]ratelimit.Decision, 1)
+		if err := s.Decide(context.Background(), now, r, out); err != nil || !out[0].Allowed {
+			t.Fatalf("deciding: %+v, %v", out[0], err)
+		}
+		return out[0]
+	}
+	decide()
+	d2, d3 := decide(), decide()
+	ctx3, stop3 := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Wait(ctx3, r[0], d3) }()
+	time.Sleep(100 * time.Millisecond) // let the third reach its queue; it leaves in 2s
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Wait(gone, r[0], d2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second giving up: got %v, want context.Canceled", err)
+	}
+	if d4 := decide(); d4.Delay != 2*time.Second {
+		t.Errorf("after the second gave up: got Delay %v, want 2s (the queue moved up)", d4.Delay)
+	}
+	stop3()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("third: got %v, want context.Canceled", err)
+	}
+}

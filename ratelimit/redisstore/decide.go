@@ -134,7 +134,7 @@ func (s *Store) token() string {
 }
 
 // tailToken identifies a leaky_bucket request decided at now by this store;
-// Wait rebuilds it from the Decision.
+// Wait rebuilds it from the Decision's Ticket.
 func (s *Store) tailToken(now time.Time) string {
 	return s.id + "." + strconv.FormatInt(now.UnixNano(), 36)
 }
@@ -198,7 +198,15 @@ func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, 
 			Delay:      time.Duration(f[4]),
 			Blocked:    f[6] == 1,
 		}
-		if d.Allowed && f[5] != 0 && reqs[i].Policy.Algorithm != ratelimit.LeakyBucket {
+		switch {
+		case !d.Allowed:
+		case reqs[i].Policy.Algorithm == ratelimit.LeakyBucket:
+			// The queue knows a waiting request by its tail token, made
+			// of the call's time: Wait rebuilds it from the ticket.
+			if d.Delay > 0 {
+				d.Ticket = ratelimit.Ticket{Store: redisTicket, At: now.UnixNano()}
+			}
+		case f[5] != 0:
 			d.Ticket = ratelimit.Ticket{Store: redisTicket, At: f[5]}
 		}
 		if d.Delay > 0 {

@@ -16,13 +16,20 @@ var givebackSource string
 
 var givebackScript = rueidis.NewLuaScript(givebackSource)
 
-// Wait implements ratelimit.Store: the request's own goroutine sleeps until
-// d.Departure. A request whose ctx ends first gives its departure slot back
-// when it is still the last in the queue, in Redis (one small script) and
-// in the Fallback store, whichever decided it. Call it on the Store that
-// made the decision: the queue knows its tail by that store's identity.
+// Wait implements ratelimit.Store for the store that decided d, as its
+// Ticket says. A request the Fallback admitted waits in the Fallback,
+// which keeps its own queue. One Redis admitted sleeps in its own
+// goroutine until d.Departure; when its ctx ends first it gives its
+// departure slot back, if it is still the last in the queue, with one
+// small script.
 func (s *Store) Wait(ctx context.Context, r ratelimit.Request, d ratelimit.Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
+		return ctx.Err()
+	}
+	if d.Ticket.Store != redisTicket {
+		if s.fallback != nil {
+			return s.fallback.Wait(ctx, r, d)
+		}
 		return ctx.Err()
 	}
 	if ctx.Err() == nil {
@@ -34,10 +41,6 @@ func (s *Store) Wait(ctx context.Context, r ratelimit.Request, d ratelimit.Decis
 		case <-ctx.Done():
 		}
 	}
-	if s.o.OnError == OnErrorLocal {
-		// The fallback gives back only a slot that it scheduled.
-		_ = s.fallback.Wait(ctx, r, d)
-	}
 	s.giveBack(r, d)
 	return ctx.Err()
 }
@@ -48,10 +51,10 @@ func (s *Store) giveBack(r ratelimit.Request, d ratelimit.Decision) {
 	if c == nil || s.br.open.Load() {
 		return
 	}
-	// The tail token holds the decision's time and the delay the script
-	// gave, which is Reset less one interval: Delay may also hold the
-	// round trip (see afterRoundTrip).
-	decided := d.Departure.Add(-d.Delay)
+	// The tail token holds the decision's time, which the ticket keeps,
+	// and the delay the script gave, which is Reset less one interval:
+	// Delay may also hold the round trip (see afterRoundTrip).
+	decided := time.Unix(0, d.Ticket.At)
 	scheduled := d.Reset - r.Policy.Interval()
 	dep := ""
 	if s.o.CallerTime {
