@@ -55,6 +55,9 @@ func mirrorPolicies(r *rand.Rand, n int) []*ratelimit.Policy {
 				p.MaxWait = time.Duration(r.IntN(int(p.Queue+1)*int(window/time.Millisecond)/int(limit)+1)) * time.Millisecond
 			}
 		}
+		if r.IntN(3) == 0 {
+			p.Block = time.Duration(1+r.IntN(500)) * time.Millisecond
+		}
 		ps = append(ps, ratelimit.MustPolicy(p))
 	}
 	return ps
@@ -63,12 +66,13 @@ func mirrorPolicies(r *rand.Rand, n int) []*ratelimit.Policy {
 func sameDecision(got, want ratelimit.Decision) bool {
 	return got.Allowed == want.Allowed && got.Limit == want.Limit && got.Remaining == want.Remaining &&
 		got.RetryAfter == want.RetryAfter && got.Reset == want.Reset && got.Delay == want.Delay &&
-		got.Departure.Equal(want.Departure)
+		got.Departure.Equal(want.Departure) && got.Blocked == want.Blocked
 }
 
 // TestMirrorsMemoryStore replays random traffic, single limits and
-// combinations with shadows, through the Redis store and the memory store
-// (the steps themselves) and wants identical decisions.
+// combinations with shadows and blocks, with units given back now and
+// then, through the Redis store and the memory store (the steps
+// themselves) and wants identical decisions.
 func TestMirrorsMemoryStore(t *testing.T) {
 	srv := redistest.Start(t)
 	runMirror(t, Options{Addresses: []string{srv.Addr()}}, 6, 1500)
@@ -89,7 +93,36 @@ func runMirror(t *testing.T, o Options, seeds uint64, steps int) {
 			ps := mirrorPolicies(r, 10)
 			ctx := context.Background()
 			now := t0
+			// admitted holds recent admitted requests, whose units a
+			// refund may give back: the requests and both stores' answers.
+			type taken struct {
+				reqs      []ratelimit.Request
+				got, want []ratelimit.Decision
+			}
+			var admitted []taken
 			for step := range steps {
+				if len(admitted) > 0 && r.IntN(8) == 0 {
+					i := r.IntN(len(admitted))
+					a := admitted[i]
+					admitted = append(admitted[:i], admitted[i+1:]...)
+					if err := ms.Refund(ctx, now, a.reqs, a.want); err != nil {
+						t.Fatal(err)
+					}
+					if err := rs.Refund(ctx, now, a.reqs, a.got); err != nil {
+						t.Fatal(err)
+					}
+					for _, q := range a.reqs {
+						want, _ := ms.Peek(ctx, now, q)
+						got, err := rs.Peek(ctx, now, q)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !sameDecision(got, want) {
+							t.Fatalf("step %d after a refund, peek %s %v at +%v: got %+v, want %+v", step, q.Policy.Name, q.Policy.Algorithm, now.Sub(t0), got, want)
+						}
+					}
+					continue
+				}
 				switch x := r.IntN(100); {
 				case x < 40:
 				case x < 80:
@@ -157,6 +190,12 @@ func runMirror(t *testing.T, o Options, seeds uint64, steps int) {
 						}
 						t.Fatalf("step %d limit %d/%d %s %v (shadow %v) at +%v: got %+v, want %+v",
 							step, i, len(reqs), reqs[i].Policy.Name, reqs[i].Policy.Algorithm, reqs[i].Policy.Shadow, now.Sub(t0), got[i], want[i])
+					}
+				}
+				if ratelimit.Admitted(reqs, want) {
+					admitted = append(admitted, taken{reqs, got, want})
+					if len(admitted) > 8 {
+						admitted = admitted[1:]
 					}
 				}
 			}
