@@ -424,3 +424,36 @@ func TestValidateREADMELoginConfig(t *testing.T) {
 		t.Errorf("validate the README's config: %v\n%s", err, out)
 	}
 }
+
+// TestBruteForceGatewayStatuses: a status sluice answers itself, here 502
+// for an unreachable upstream, is compared with count_status like any
+// other.
+func TestBruteForceGatewayStatuses(t *testing.T) {
+	t.Parallel()
+	dead := "http://" + closedPort(t)
+	for _, tc := range []struct {
+		name, counted string
+		want          []int
+	}{
+		{"listed", "[502]", []int{502, 502, 429}},
+		{"not listed", "[401]", []int{502, 502, 502, 502}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := start(t, writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+log: {access_log: false}
+routes:
+  - name: r
+    upstream: %s
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [global], count_status: %s}
+`, dead, tc.counted)))
+			for i, want := range tc.want {
+				if resp, _ := do(t, nil, "GET", in.HTTP+"/", nil, nil); resp.StatusCode != want {
+					t.Errorf("request %d: got %d, want %d", i, resp.StatusCode, want)
+				}
+			}
+		})
+	}
+}
