@@ -17,11 +17,12 @@ import (
 // exercise touches every sluice metric once.
 func exercise(m *Metrics) {
 	r := m.Route("orders", []Limit{
-		{Policy: "api-per-key", Algorithm: "token_bucket"},
+		{Policy: "api-per-key", Algorithm: "token_bucket", Refunds: true, Blocks: true},
 		{Policy: "orders-shaping", Algorithm: "leaky_bucket"},
 	})
 	r.Request(200, 3*time.Millisecond)
 	r.Decision(0, Allowed)
+	r.Refund(0)
 	r.UpstreamError(UpstreamTimeout)
 	q := m.Queue("orders-shaping")
 	q.Enter()
@@ -108,6 +109,7 @@ func TestFamilies(t *testing.T) {
 		"sluice_http_requests_total":           {dto.MetricType_COUNTER, []string{"code", "route"}},
 		"sluice_http_request_duration_seconds": {dto.MetricType_HISTOGRAM, []string{"route"}},
 		"sluice_ratelimit_decisions_total":     {dto.MetricType_COUNTER, []string{"algorithm", "policy", "result", "route"}},
+		"sluice_ratelimit_refunds_total":       {dto.MetricType_COUNTER, []string{"policy", "route"}},
 		"sluice_ratelimit_queue_depth":         {dto.MetricType_GAUGE, []string{"policy"}},
 		"sluice_ratelimit_queue_wait_seconds":  {dto.MetricType_HISTOGRAM, []string{"policy"}},
 		"sluice_ratelimit_keys":                {dto.MetricType_GAUGE, []string{"policy"}},
