@@ -316,6 +316,15 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 	if maxWait.set {
 		p.MaxWait = maxWait.v
 	}
+	// As on the policy itself, an explicit zero is not the default.
+	if burst.set && burst.v == 0 && p.Algorithm == ratelimit.TokenBucket {
+		d.errorf(burst.n, field(path, "burst"), "must be > 0; leave it out for the policy's")
+		delete(set, "burst")
+	}
+	if maxWait.set && maxWait.v == 0 && p.Algorithm == ratelimit.LeakyBucket {
+		d.errorf(maxWait.n, field(path, "max_wait"), "must be > 0; leave it out for the policy's")
+		delete(set, "max_wait")
+	}
 	pol, err := ratelimit.NewPolicy(p)
 	for _, e := range unjoin(err) {
 		f, msg, _ := strings.Cut(e.Error(), ": ")

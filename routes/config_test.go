@@ -41,6 +41,7 @@ testdata/bad_count_status.yaml:7:29: policies.logins.count_status[2]: invalid st
 testdata/bad_count_status.yaml:8:12: policies.logins.block: must be > 0
 testdata/bad_count_status.yaml:14:19: policies.shaped.count_status: not allowed on leaky_bucket: a request that left the queue cannot be undone
 testdata/bad_count_status.yaml:20:19: policies.empty.count_status: must list at least one status, like [401, 403] or [4xx]`},
+	{"bad_override_zero.yaml", `testdata/bad_override_zero.yaml:9:16: policies.api.overrides[0].burst: must be > 0; leave it out for the policy's`},
 	{"bad_overrides.yaml", `testdata/bad_overrides.yaml:9:9: policies.api.overrides[0].clients: set keys or clients, not both
 testdata/bad_overrides.yaml:11:19: policies.api.overrides[1].clients[0]: invalid CIDR "10.20.1.0/16": host bits are set (did you mean 10.20.0.0/16?)
 testdata/bad_overrides.yaml:11:44: policies.api.overrides[1].clients[2]: invalid CIDR "nonsense": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
