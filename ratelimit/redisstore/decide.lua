@@ -472,8 +472,10 @@ end
 if mode == 'u' then
   -- Give back, for the limits flagged, a request decided at ARGV[6] by an
   -- earlier call (cluster mode, where one request's limits span slots).
+  -- The last taken first: two limits on one bucket each find the state
+  -- their own take left.
   local at = tonumber(ARGV[6])
-  for i = 1, n do
+  for i = n, 1, -1 do
     if param(i).flag then takeback(i, at, nil, false) end
   end
   for i = 1, n do put(i, (step(i, 0))) end
