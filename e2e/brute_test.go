@@ -21,14 +21,14 @@ import (
 const bruteToken = "e2e-admin-token-7d1f"
 
 // bruteStores runs f once with the memory store and once with a Redis
-// store on a real redis-server; store is the config's store section.
+// store on a real redis-server; store is the config's store section. The
+// tests run one at a time, before the parallel ones, so their processes
+// do not crowd the timing-sensitive tests that run in parallel.
 func bruteStores(t *testing.T, f func(t *testing.T, store string)) {
 	t.Run("memory", func(t *testing.T) {
-		t.Parallel()
 		f(t, "  type: memory")
 	})
 	t.Run("redis", func(t *testing.T) {
-		t.Parallel()
 		rs := redistest.Start(t)
 		f(t, fmt.Sprintf("  type: redis\n  redis: {addresses: [%q], timeout: 2s}", rs.Addr()))
 	})
@@ -85,7 +85,6 @@ func login(t *testing.T, in *instance, user, password string) *http.Response {
 // password, shows in /v1/limits and the metrics, survives an unchanged
 // reload, and is lifted by DELETE with the admin token.
 func TestBruteForceLogin(t *testing.T) {
-	t.Parallel()
 	bruteStores(t, func(t *testing.T, store string) {
 		up := loginUpstream(t)
 		path := writeConfig(t, loginConfig(store, up.URL, ""))
@@ -187,7 +186,6 @@ func TestBruteForceLogin(t *testing.T) {
 
 // TestBruteForceNoAdminToken: without admin_token, DELETE is refused.
 func TestBruteForceNoAdminToken(t *testing.T) {
-	t.Parallel()
 	up := loginUpstream(t)
 	in := start(t, writeConfig(t, loginConfig("  type: memory", up.URL, "")))
 	resp, _ := do(t, nil, "DELETE", in.Admin+"/v1/limits?policy=logins&key=alice", nil, map[string]string{"Authorization": "Bearer anything"})
@@ -200,7 +198,6 @@ func TestBruteForceNoAdminToken(t *testing.T) {
 // against a slow upstream: each takes its unit before it is forwarded,
 // so exactly limit of them reach it.
 func TestBruteForceConcurrentGuesses(t *testing.T) {
-	t.Parallel()
 	bruteStores(t, func(t *testing.T, store string) {
 		up := newUpstream(t)
 		var reached atomic.Int64
@@ -235,7 +232,6 @@ func TestBruteForceConcurrentGuesses(t *testing.T) {
 // answer keeps its unit spent, though the upstream then answers with a
 // status count_status does not list.
 func TestBruteForceClientGoneKeepsUnit(t *testing.T) {
-	t.Parallel()
 	bruteStores(t, func(t *testing.T, store string) {
 		up := newUpstream(t)
 		up.Handle = func(w http.ResponseWriter, r *http.Request) {
@@ -274,7 +270,6 @@ func TestBruteForceClientGoneKeepsUnit(t *testing.T) {
 // TestBruteForceOverrides: a partner key gets its own bucket and numbers,
 // shown in the headers; a monitoring network is exempt.
 func TestBruteForceOverrides(t *testing.T) {
-	t.Parallel()
 	bruteStores(t, func(t *testing.T, store string) {
 		up := newUpstream(t)
 		in := start(t, writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
@@ -345,7 +340,6 @@ routes:
 // TestBruteForceSharedThroughRedis: two instances on one Redis see the
 // same block and the same give-back.
 func TestBruteForceSharedThroughRedis(t *testing.T) {
-	t.Parallel()
 	rs := redistest.Start(t)
 	up := loginUpstream(t)
 	path := writeConfig(t, loginConfig(fmt.Sprintf("  type: redis\n  redis: {addresses: [%q], timeout: 2s}", rs.Addr()), up.URL, ""))
@@ -429,7 +423,6 @@ func TestValidateREADMELoginConfig(t *testing.T) {
 // for an unreachable upstream, is compared with count_status like any
 // other.
 func TestBruteForceGatewayStatuses(t *testing.T) {
-	t.Parallel()
 	dead := "http://" + closedPort(t)
 	for _, tc := range []struct {
 		name, counted string
@@ -439,7 +432,6 @@ func TestBruteForceGatewayStatuses(t *testing.T) {
 		{"not listed", "[401]", []int{502, 502, 502, 502}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			in := start(t, writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 log: {access_log: false}
