@@ -43,11 +43,14 @@ type exchange struct {
 	decisions   *decisions // pooled; released when the request is finished
 
 	// Allocated with the exchange rather than one by one: the response
-	// recorder and the single-value header slices of X-Request-Id and
-	// X-Real-Ip.
-	rec     recorder
-	idValue [1]string
-	ipValue [1]string
+	// recorder and the single-value header slices of X-Request-Id,
+	// X-Real-Ip and X-Forwarded-*.
+	rec        recorder
+	idValue    [1]string
+	ipValue    [1]string
+	forValue   [1]string
+	hostValue  [1]string
+	protoValue [1]string
 }
 
 type exchangeKey struct{}
