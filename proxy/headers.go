@@ -75,8 +75,9 @@ func policyHeader(names []string, pols []*ratelimit.Policy) string {
 
 // setLimitHeaders writes RateLimit and the classic X-RateLimit-* fields for
 // the route's visible (non-shadow) limits. The classic fields describe the
-// most restrictive limit: the lowest remaining, the first on a tie.
-func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision) {
+// most restrictive limit: the lowest remaining, the first on a tie. Their
+// value slices are cut from v, which the caller allocates with the request.
+func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision, v *[4]string) {
 	if len(rt.visible) == 0 {
 		return
 	}
@@ -97,8 +98,8 @@ func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision) {
 			most = i
 		}
 	}
-	// The four values share one string and one backing array: two
-	// allocations instead of eight.
+	// The four values share one string and the caller's array: one
+	// allocation instead of eight.
 	d := &ds[most]
 	n0 := len(b)
 	b = strconv.AppendInt(b, d.Limit, 10)
@@ -107,7 +108,6 @@ func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision) {
 	n2 := len(b)
 	b = strconv.AppendInt(b, seconds(d.Reset), 10)
 	all := string(b)
-	v := new([4]string)
 	v[0], v[1], v[2], v[3] = all[:n0], all[n0:n1], all[n1:n2], all[n2:]
 	h[hRateLimitPolicy] = rt.policyHeader
 	h[hRateLimit] = v[0:1:1]

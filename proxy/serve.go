@@ -43,14 +43,17 @@ type exchange struct {
 	decisions   *decisions // pooled; released when the request is finished
 
 	// Allocated with the exchange rather than one by one: the response
-	// recorder and the single-value header slices of X-Request-Id,
-	// X-Real-Ip and X-Forwarded-*.
-	rec        recorder
-	idValue    [1]string
-	ipValue    [1]string
-	forValue   [1]string
-	hostValue  [1]string
-	protoValue [1]string
+	// recorder, the single-value header slices of X-Request-Id,
+	// X-Real-Ip and X-Forwarded-*, the values of the limit fields and of
+	// Retry-After.
+	rec         recorder
+	idValue     [1]string
+	ipValue     [1]string
+	forValue    [1]string
+	hostValue   [1]string
+	protoValue  [1]string
+	limitValues [4]string
+	retryValue  [1]string
 }
 
 type exchangeKey struct{}
@@ -187,7 +190,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 	if m != nil {
 		rt.setOverriddenHeaders(w.Header(), reqs, ds, m)
 	} else {
-		rt.setLimitHeaders(w.Header(), ds)
+		rt.setLimitHeaders(w.Header(), ds, &ex.limitValues)
 	}
 	if reject >= 0 {
 		res := metrics.Rejected
@@ -241,9 +244,9 @@ func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, name string, p *rate
 	ex.rejectedBy = name
 	retry := max(seconds(d.RetryAfter), 1)
 	h := w.Header()
-	v := []string{strconv.FormatInt(retry, 10)}
-	h[hRetryAfter] = v
-	h[hXRateLimitRetry] = v
+	ex.retryValue[0] = strconv.FormatInt(retry, 10)
+	h[hRetryAfter] = ex.retryValue[:]
+	h[hXRateLimitRetry] = ex.retryValue[:]
 	var buf [256]byte
 	b := append(buf[:0], "rate limit "...)
 	b = append(b, name...)
