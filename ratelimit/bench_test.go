@@ -6,9 +6,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // benchPolicy is a policy per algorithm sized so that a benchmark's virtual
@@ -187,4 +190,41 @@ func BenchmarkMemoryLatency(b *testing.B) {
 		j = next[j*16]
 	}
 	runtime.KeepAlive(j)
+}
+
+// BenchmarkBaselineRate is the yardstick for the memory store's decisions:
+// golang.org/x/time/rate limiters, one per key in a sync.Map, the way a
+// gateway without a store of its own keeps them. It decides as
+// token_bucket/keys=100000/scattered does: the same policy, keys visited in
+// no order as fresh strings, the same virtual clock. The memory store's
+// budget is a fraction of this in the same run.
+func BenchmarkBaselineRate(b *testing.B) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	p := benchPolicy(TokenBucket)
+	const nkeys = 100_000
+	keys := benchKeys(nkeys)
+	step := max(p.Interval()/nkeys, time.Nanosecond)
+	b.Run("x-time-rate/keys=100000/scattered", func(b *testing.B) {
+		var limiters sync.Map
+		limit := rate.Every(p.Interval())
+		for _, k := range keys {
+			l := rate.NewLimiter(limit, int(p.Burst))
+			l.AllowN(t0, 1)
+			limiters.Store(k, l)
+		}
+		order := make([]string, nkeys)
+		for i, j := range rand.New(rand.NewPCG(1, 2)).Perm(nkeys) {
+			order[i] = strings.Clone(keys[j])
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; b.Loop(); i++ {
+			k := order[i%nkeys]
+			v, ok := limiters.Load(k)
+			if !ok {
+				v, _ = limiters.LoadOrStore(k, rate.NewLimiter(limit, int(p.Burst)))
+			}
+			v.(*rate.Limiter).AllowN(t0.Add(time.Duration(i)*step), 1)
+		}
+	})
 }
