@@ -13,10 +13,13 @@ func (m *MemoryStore) HoldDepartures(r Request, next time.Time) {
 	if r.Policy.Algorithm != LeakyBucket {
 		return
 	}
+	pt := m.table(r.Policy)
 	h := m.hash(r.Policy, r.Key)
-	s := m.shardOf(h)
+	s := pt.shardOf(h)
 	s.mu.Lock()
-	e := s.getLocked(r, h, m.perShard, nil)
+	// The store's clock stands for now: only an eviction (and a record of
+	// evicted buckets) reads it here.
+	e := s.getLocked(r, h, m.clock().UnixNano(), m.perShard(pt, r.Policy), nil)
 	e.s[0] = max(e.s[0], next.UnixNano())
 	e.unlock(true)
 	s.mu.Unlock()

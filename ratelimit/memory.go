@@ -5,14 +5,14 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // MemoryOptions configure a MemoryStore. The zero value gives the defaults.
 type MemoryOptions struct {
-	// MaxKeys bounds the tracked buckets; beyond it a bucket of the shard
-	// not used lately is evicted (CLOCK, an approximation of least
-	// recently used). Default 1,000,000.
+	// MaxKeys bounds the tracked buckets of each policy that sets no
+	// Policy.MaxKeys of its own. Default 1,000,000.
 	MaxKeys int
 	// SweepInterval is how often idle buckets are removed. Default 10s;
 	// negative turns the sweeper off (Sweep can still be called).
@@ -29,28 +29,34 @@ type MemoryOptions struct {
 	Observe func(d time.Duration, err error)
 }
 
-// MemoryStore keeps limiter state in process memory, in shards. A decision
-// on a bucket that exists locks only that bucket, inside the cache line
-// that holds its state, so decisions for different keys on different cores
-// share no memory they write; making and removing buckets takes the
-// shard's mutex, and so do the decisions of a shard where goroutines
-// fought over a bucket since the last sweep. Idle buckets are removed by a
-// background sweep; the number of buckets is bounded by MaxKeys, each
-// shard holding its share.
+// MemoryStore keeps limiter state in process memory. Each policy (by name)
+// has a table of its own, in shards, bounded by the policy's MaxKeys apart
+// from every other: a flood of new keys on one policy evicts none of
+// another's buckets. A decision on a bucket that exists locks only that
+// bucket, inside the cache line that holds its state, so decisions for
+// different keys on different cores share no memory they write; making
+// and removing buckets takes the shard's mutex, and so do the decisions
+// of a shard where goroutines fought over a bucket since the last sweep.
+// Idle buckets are removed by a background sweep.
 //
-// Eviction is CLOCK: a decision only marks its bucket used, and a hand
-// walking the shard's buckets clears marks until it finds an unmarked one,
-// which goes: a bucket used since the hand last passed survives. Unlike a
-// least-recently-used list this touches no other bucket on the hot path.
-// Buckets with requests in Wait are never evicted.
+// A shard at its bound evicts first the buckets whose state equals a fresh
+// one's, then by CLOCK, an approximation of least recently used: a
+// decision only marks its bucket used, and a hand walking the shard's
+// buckets clears marks until it finds an unmarked one, which goes. Unlike
+// a least-recently-used list this touches no other bucket on the hot
+// path. Buckets with requests in Wait are never evicted. A live bucket
+// that goes is noted in the shard's record of evicted buckets, and comes
+// back no fuller than it left.
 //
 // It is safe for concurrent use. Create it with NewMemoryStore and stop it
 // with Close.
 type MemoryStore struct {
-	shards   []memShard
-	mask     uint64
+	// tables maps policy names to their tables; replaced whole, under
+	// tablesMu, when a policy is first seen.
+	tables   atomic.Pointer[map[string]*policyTable]
+	tablesMu sync.Mutex
 	seed     maphash.Seed
-	perShard int
+	maxKeys  int
 	clock    func() time.Time
 	observe  func(time.Duration, error)
 
@@ -60,6 +66,15 @@ type MemoryStore struct {
 }
 
 var _ Store = (*MemoryStore)(nil)
+
+// policyTable holds one policy's buckets in shards, each holding its share
+// of the policy's bound. Its shards are fixed when the policy is first
+// seen; a reload that changes max_keys changes each shard's share.
+type policyTable struct {
+	id     int // orders the shard locks of a route's limits
+	shards []memShard
+	mask   uint64
+}
 
 // NewMemoryStore returns a MemoryStore and starts its sweeper.
 func NewMemoryStore(o MemoryOptions) *MemoryStore {
@@ -72,31 +87,65 @@ func NewMemoryStore(o MemoryOptions) *MemoryStore {
 	if o.Clock == nil {
 		o.Clock = SystemClock().Now
 	}
-	n := 1
-	for n < 64 && o.MaxKeys/(2*n) >= 64 {
-		n *= 2
-	}
 	m := &MemoryStore{
-		shards:   make([]memShard, n),
-		mask:     uint64(n - 1),
-		seed:     maphash.MakeSeed(),
-		perShard: max(o.MaxKeys/n, 1), // never more than MaxKeys in all
-		clock:    o.Clock,
-		observe:  o.Observe,
-		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
+		seed:    maphash.MakeSeed(),
+		maxKeys: o.MaxKeys,
+		clock:   o.Clock,
+		observe: o.Observe,
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
 	}
-	for i := range m.shards {
-		s := &m.shards[i]
-		s.tab.Store(newTable(minSlots))
-		s.counts = make(map[string]int64)
-	}
+	m.tables.Store(&map[string]*policyTable{})
 	if o.SweepInterval > 0 {
 		go m.sweepLoop(o.SweepInterval)
 	} else {
 		close(m.done)
 	}
 	return m
+}
+
+// maxKeysOf is p's bound on buckets.
+func (m *MemoryStore) maxKeysOf(p *Policy) int {
+	if p.MaxKeys > 0 {
+		return p.MaxKeys
+	}
+	return m.maxKeys
+}
+
+// table returns the table of p's name, making it the first time.
+func (m *MemoryStore) table(p *Policy) *policyTable {
+	if pt := (*m.tables.Load())[p.Name]; pt != nil {
+		return pt
+	}
+	m.tablesMu.Lock()
+	defer m.tablesMu.Unlock()
+	old := *m.tables.Load()
+	if pt := old[p.Name]; pt != nil {
+		return pt
+	}
+	// Up to 64 shards, each with room for at least 128 buckets.
+	maxKeys := m.maxKeysOf(p)
+	n := 1
+	for n < 64 && maxKeys/(2*n) >= 64 {
+		n *= 2
+	}
+	pt := &policyTable{id: len(old), shards: make([]memShard, n), mask: uint64(n - 1)}
+	for i := range pt.shards {
+		pt.shards[i].tab.Store(newTable(minSlots))
+	}
+	tables := make(map[string]*policyTable, len(old)+1)
+	for name, t := range old {
+		tables[name] = t
+	}
+	tables[p.Name] = pt
+	m.tables.Store(&tables)
+	return pt
+}
+
+// perShard is each shard's bound for p: never more than p's bound in all,
+// but for a bound below the number of shards, which holds one a shard.
+func (m *MemoryStore) perShard(pt *policyTable, p *Policy) int {
+	return max(m.maxKeysOf(p)/len(pt.shards), 1)
 }
 
 // hash is the bucket's identity as 64 bits: the key hashed with the
@@ -108,9 +157,12 @@ func (m *MemoryStore) hash(p *Policy, key string) uint64 {
 }
 
 // shardIndex picks the shard from high bits of h; the tables use low ones.
-func (m *MemoryStore) shardIndex(h uint64) int { return int((h >> 40) & m.mask) }
+func (pt *policyTable) shardIndex(h uint64) int { return int((h >> 40) & pt.mask) }
 
-func (m *MemoryStore) shardOf(h uint64) *memShard { return &m.shards[m.shardIndex(h)] }
+func (pt *policyTable) shardOf(h uint64) *memShard { return &pt.shards[pt.shardIndex(h)] }
+
+// shardOf is the shard of the bucket of p whose hash is h.
+func (m *MemoryStore) shardOf(p *Policy, h uint64) *memShard { return m.table(p).shardOf(h) }
 
 // Decide implements Store.
 func (m *MemoryStore) Decide(_ context.Context, now time.Time, reqs []Request, out []Decision) error {
@@ -127,8 +179,9 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 	t := now.UnixNano()
 	if len(reqs) == 1 {
 		r := reqs[0]
+		pt := m.table(r.Policy)
 		h := m.hash(r.Policy, r.Key)
-		s := m.shardOf(h)
+		s := pt.shardOf(h)
 		// Without the shard's lock but for a busy shard: one where a
 		// goroutine found a bucket held by another since the last sweep.
 		// Goroutines that fight over one bucket (a hot key on every
@@ -145,7 +198,7 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 			e.unlock(true)
 		} else {
 			s.mu.Lock()
-			e = s.getLocked(r, h, m.perShard, nil)
+			e = s.getLocked(r, h, t, m.perShard(pt, r.Policy), nil)
 			e.decideInto(r.Policy, t, &out[0])
 			e.unlock(true)
 			s.mu.Unlock()
@@ -155,32 +208,37 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 	}
 	var hashBuf [8]uint64
 	var entryBuf [8]*entry
-	var orderBuf [8]int
-	hashes, entries, order := hashBuf[:0], entryBuf[:0], orderBuf[:0]
+	var shardBuf [8]*memShard
+	var orderBuf [8]lockOrder
+	hashes, entries, shards, order := hashBuf[:0], entryBuf[:0], shardBuf[:0], orderBuf[:0]
 	for _, r := range reqs {
+		pt := m.table(r.Policy)
 		h := m.hash(r.Policy, r.Key)
+		i := pt.shardIndex(h)
 		hashes = append(hashes, h)
-		order = append(order, m.shardIndex(h))
+		shards = append(shards, &pt.shards[i])
+		order = append(order, lockOrder{pt.id<<8 | i, &pt.shards[i]})
 	}
-	// Locks are taken in shard order, each once, so two routes that share
-	// shards never deadlock.
-	slices.Sort(order)
-	order = slices.Compact(order)
-	for _, i := range order {
-		m.shards[i].mu.Lock()
+	// Locks are taken in (table, shard) order, each once, so two routes
+	// that share shards never deadlock.
+	slices.SortFunc(order, func(a, b lockOrder) int { return a.rank - b.rank })
+	order = slices.CompactFunc(order, func(a, b lockOrder) bool { return a.rank == b.rank })
+	for _, o := range order {
+		o.s.mu.Lock()
 	}
 	// Every bucket is found or made first, none evicting one found before
 	// it; creating one may move the others, so they are looked up again,
 	// and locked, once the tables no longer change. A bucket two limits
 	// name is locked once.
 	for i, r := range reqs {
-		m.shardOf(hashes[i]).getLocked(r, hashes[i], m.perShard, hashes[:i]).unlock(true)
+		pt := m.table(r.Policy)
+		shards[i].getLocked(r, hashes[i], t, m.perShard(pt, r.Policy), hashes[:i]).unlock(true)
 	}
 	admitted := true
 	for i, r := range reqs {
 		e := sameBucket(reqs[:i], hashes[:i], entries, r, hashes[i])
 		if e == nil {
-			e = m.shardOf(hashes[i]).find(hashes[i], r.Policy, r.Key)
+			e = shards[i].find(hashes[i], r.Policy, r.Key)
 		}
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
@@ -207,11 +265,17 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 			entries[i].unlock(false)
 		}
 	}
-	for _, i := range slices.Backward(order) {
-		m.shards[i].mu.Unlock()
+	for _, o := range slices.Backward(order) {
+		o.s.mu.Unlock()
 	}
 	setDeparture(out, now)
 	return nil
+}
+
+// lockOrder is a shard in the order a multi-limit decision locks it.
+type lockOrder struct {
+	rank int // the table's id, then the shard's index
+	s    *memShard
 }
 
 // sameBucket returns the entry of the first of reqs that names the bucket
@@ -229,14 +293,19 @@ func sameBucket(reqs []Request, hashes []uint64, entries []*entry, r Request, h 
 func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decision, error) {
 	t := now.UnixNano()
 	h := m.hash(r.Policy, r.Key)
-	s := m.shardOf(h)
+	s := m.shardOf(r.Policy, h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.find(h, r.Policy, r.Key)
 	if e == nil {
+		// The bucket it would be made as: fresh, or as the record of
+		// evicted buckets has it.
 		fresh := entry{pol: r.Policy}
 		if r.Policy.Algorithm == SlidingWindowLog {
 			fresh.ext = new(entryExt)
+		}
+		if until := s.evicted.take(r.Policy, h, t, false); until > t {
+			fresh.restoreLocked(r.Policy, until)
 		}
 		return fresh.peekLocked(r.Policy, t), nil
 	}
@@ -253,7 +322,7 @@ func (m *MemoryStore) Refund(_ context.Context, now time.Time, reqs []Request, d
 			continue
 		}
 		h := m.hash(r.Policy, r.Key)
-		s := m.shardOf(h)
+		s := m.shardOf(r.Policy, h)
 		s.mu.Lock()
 		// A bucket that is gone, or was started afresh for new settings,
 		// holds nothing of this unit.
@@ -270,29 +339,38 @@ func (m *MemoryStore) Refund(_ context.Context, now time.Time, reqs []Request, d
 
 // Reset implements Store. Requests already waiting in a leaky_bucket's
 // queue keep their departures.
+//
+// A bucket evicted live that the record of evicted buckets still holds is
+// made again, fresh: its entry in the record would otherwise bring it back
+// spent.
 func (m *MemoryStore) Reset(_ context.Context, r Request) error {
+	pt := m.table(r.Policy)
 	h := m.hash(r.Policy, r.Key)
-	s := m.shardOf(h)
+	s := pt.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.find(h, r.Policy, r.Key); e != nil {
-		e.pol = r.Policy
-		e.resetLocked(r.Policy)
-		e.unlock(false)
+	e := s.find(h, r.Policy, r.Key)
+	if e == nil {
+		now := m.clock().UnixNano()
+		if s.evicted.take(r.Policy, h, now, false) <= now {
+			return nil
+		}
+		e = s.getLocked(r, h, now, m.perShard(pt, r.Policy), nil)
 	}
+	e.pol = r.Policy
+	e.resetLocked(r.Policy)
+	e.unlock(true)
 	return nil
 }
 
-// Keys returns the number of tracked buckets per policy name.
+// Keys returns the number of tracked buckets per policy name; a policy
+// with none is left out.
 func (m *MemoryStore) Keys() map[string]int64 {
 	out := make(map[string]int64)
-	for i := range m.shards {
-		s := &m.shards[i]
-		s.mu.Lock()
-		for name, n := range s.counts {
-			out[name] += n
+	for name, pt := range *m.tables.Load() {
+		if n := pt.len(); n > 0 {
+			out[name] = int64(n)
 		}
-		s.mu.Unlock()
 	}
 	return out
 }
@@ -300,8 +378,16 @@ func (m *MemoryStore) Keys() map[string]int64 {
 // Len returns the number of tracked buckets.
 func (m *MemoryStore) Len() int {
 	n := 0
-	for i := range m.shards {
-		s := &m.shards[i]
+	for _, pt := range *m.tables.Load() {
+		n += pt.len()
+	}
+	return n
+}
+
+func (pt *policyTable) len() int {
+	n := 0
+	for i := range pt.shards {
+		s := &pt.shards[i]
 		s.mu.Lock()
 		n += s.n
 		s.mu.Unlock()
@@ -341,36 +427,23 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 	const stretch = 1024
 	t := now.UnixNano()
 	removed := 0
-	for i := range m.shards {
-		s := &m.shards[i]
-		for at, done := 0, false; !done; {
-			s.mu.Lock()
-			slots := s.tab.Load().slots
-			for n := 0; n < stretch && at < len(slots); n++ {
-				// A removal shifts a later bucket into at, so at is
-				// looked at again; one shifted from the table's start
-				// is merely looked at twice. A bucket locked by a
-				// decision is in use, so not idle.
-				e := &slots[at]
-				switch {
-				case !e.tryLock():
-					at++
-				case !e.waitedLocked() && e.idleAt() <= t:
-					s.removeLocked(at)
-					removed++
-				default:
-					e.unlock(false)
-					at++
+	for _, pt := range *m.tables.Load() {
+		for i := range pt.shards {
+			s := &pt.shards[i]
+			for at, done := 0, false; !done; {
+				s.mu.Lock()
+				var n int
+				at, n = s.removeIdleLocked(at, stretch, t, nil)
+				removed += n
+				done = at >= len(s.tab.Load().slots)
+				if done {
+					s.shrinkLocked()
+					if s.busy.Load() {
+						s.busy.Store(false)
+					}
 				}
+				s.mu.Unlock()
 			}
-			done = at >= len(slots)
-			if done {
-				s.shrinkLocked()
-				if s.busy.Load() {
-					s.busy.Store(false)
-				}
-			}
-			s.mu.Unlock()
 		}
 	}
 	return removed
@@ -563,6 +636,12 @@ func (e *entry) peekLocked(p *Policy, now int64) Decision {
 	case SlidingWindowCounter:
 		_, d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 0)
 	case SlidingWindowLog:
+		if l := e.logLocked(); l.n == 0 && now < l.settled {
+			// Empty but settled later, as a bucket restored after its
+			// eviction is: it admits nothing before then.
+			wait := time.Duration(l.settled - now)
+			return Decision{Allowed: true, Limit: p.Limit, RetryAfter: wait, Reset: wait}
+		}
 		d = StepSlidingWindowLog(p, e.logLocked(), now, 0)
 	}
 	return d

@@ -76,8 +76,8 @@ func TestRecentlyUsedSurvivesFlood(t *testing.T) {
 	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
 	defer m.Close()
 	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
-	if len(m.shards) != 1 {
-		t.Fatalf("got %d shards, want 1", len(m.shards))
+	if got := len(m.table(p).shards); got != 1 {
+		t.Fatalf("got %d shards, want 1", got)
 	}
 	for i := range 64 {
 		fill(t, m, p, t0, "k"+strconv.Itoa(i))
@@ -86,19 +86,33 @@ func TestRecentlyUsedSurvivesFlood(t *testing.T) {
 	// newcomer until a shard's worth of others has come after it.
 	for i := range 1000 {
 		fill(t, m, p, t0, "hot", "new"+strconv.Itoa(i))
-		if !used(t, m, p, t0, "hot") {
+		if !tracked(m, p, "hot") {
 			t.Fatalf("after %d newcomers: hot key evicted, want kept (used between every two)", i+1)
 		}
-		if i >= 1 && !used(t, m, p, t0, "new"+strconv.Itoa(i-1)) {
+		if i >= 1 && !tracked(m, p, "new"+strconv.Itoa(i-1)) {
 			t.Fatalf("after %d newcomers: the one before got evicted, want kept for a while", i+1)
 		}
 		if got := m.Len(); got > 64 {
 			t.Fatalf("got Len %d, want at most 64", got)
 		}
 	}
-	if used(t, m, p, t0, "k0") {
+	if tracked(m, p, "k0") {
 		t.Errorf("k0: got kept, want evicted by the flood (never used again)")
 	}
+}
+
+// tracked reports whether the store holds a bucket for key: unlike used,
+// it tells an evicted bucket from one that came back spent.
+func tracked(m *MemoryStore, p *Policy, key string) bool {
+	h := m.hash(p, key)
+	s := m.shardOf(p, h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.find(h, p, key)
+	if e != nil {
+		e.unlock(false)
+	}
+	return e != nil
 }
 
 func TestMaxKeysBound(t *testing.T) {
@@ -107,16 +121,24 @@ func TestMaxKeysBound(t *testing.T) {
 	defer m.Close()
 	p := MustPolicy(Policy{Name: "tb", Algorithm: TokenBucket, Limit: 5, Window: time.Hour})
 	q := MustPolicy(Policy{Name: "log", Algorithm: SlidingWindowLog, Limit: 5, Window: time.Hour})
+	own := MustPolicy(Policy{Name: "own", Algorithm: FixedWindow, Limit: 5, Window: time.Hour, MaxKeys: 100})
 	for i := range 10_000 {
-		fill(t, m, p, t0, "k"+strconv.Itoa(i))
-		fill(t, m, q, t0, "k"+strconv.Itoa(i))
+		for _, pol := range []*Policy{p, q, own} {
+			fill(t, m, pol, t0, "k"+strconv.Itoa(i))
+		}
 	}
-	if got := m.Len(); got > 1000 || got < 900 {
-		t.Errorf("got Len %d, want at most 1000 and close to it", got)
-	}
+	// Each policy holds up to its own bound, whatever the others hold.
 	keys := m.Keys()
-	if got := keys["tb"] + keys["log"]; got != int64(m.Len()) {
-		t.Errorf("got Keys summing to %d, want Len %d", got, m.Len())
+	for _, c := range []struct {
+		name  string
+		bound int64
+	}{{"tb", 1000}, {"log", 1000}, {"own", 100}} {
+		if got := keys[c.name]; got > c.bound || got < c.bound*9/10 {
+			t.Errorf("%s: got %d buckets, want at most %d and close to it", c.name, got, c.bound)
+		}
+	}
+	if got, want := keys["tb"]+keys["log"]+keys["own"], int64(m.Len()); got != want {
+		t.Errorf("got Keys summing to %d, want Len %d", got, want)
 	}
 }
 
@@ -128,7 +150,7 @@ func TestEvictionSkipsWaitedBuckets(t *testing.T) {
 	for i := range 8 {
 		fill(t, m, p, t0, "k"+strconv.Itoa(i))
 	}
-	s := &m.shards[0]
+	s := &m.table(p).shards[0]
 	s.mu.Lock()
 	slots := s.tab.Load().slots
 	for i := range slots {
@@ -162,12 +184,12 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 	m := NewMemoryStore(MemoryOptions{MaxKeys: 64, SweepInterval: -1})
 	defer m.Close()
 	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 3, Window: time.Hour})
-	s := &m.shards[0]
+	s := &m.table(p).shards[0]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	const h = 42 | hashSet // both keys forced onto one hash
-	s.getLocked(Request{Policy: p, Key: "a"}, h, m.perShard, nil).unlock(true)
-	s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil).unlock(true)
+	s.getLocked(Request{Policy: p, Key: "a"}, h, 0, 64, nil).unlock(true)
+	s.getLocked(Request{Policy: p, Key: "b"}, h, 0, 64, nil).unlock(true)
 	// find returns a bucket locked; look is find and unlock.
 	look := func(key string) *entry {
 		e := s.find(h, p, key)
@@ -187,7 +209,7 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 	if got := look("a"); got != a {
 		t.Errorf("lookup a: got %p, want %p", got, a)
 	}
-	if got := s.getLocked(Request{Policy: p, Key: "b"}, h, m.perShard, nil); got != b {
+	if got := s.getLocked(Request{Policy: p, Key: "b"}, h, 0, 64, nil); got != b {
 		t.Errorf("get b again: got %p, want %p", got, b)
 	}
 	if got, want := s.n, 2; got != want {
@@ -204,7 +226,7 @@ func TestHashCollisionsProbeOn(t *testing.T) {
 	// Another policy's bucket for the same key is another bucket; a new
 	// *Policy of the same name finds the old one.
 	q := MustPolicy(Policy{Name: "fw2", Algorithm: FixedWindow, Limit: 3, Window: time.Hour})
-	qa := s.getLocked(Request{Policy: q, Key: "a"}, h, m.perShard, nil)
+	qa := s.getLocked(Request{Policy: q, Key: "a"}, h, 0, 64, nil)
 	qa.unlock(true)
 	if qa == a || qa.pol != q {
 		t.Errorf("policy fw2, key a: got bucket %p of %q, want a new bucket, not %p", qa, qa.pol.Name, a)
@@ -359,8 +381,10 @@ func TestConcurrentUse(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := m.Len(); got > 256 {
-		t.Errorf("got Len %d, want at most 256", got)
+	for name, n := range m.Keys() {
+		if n > 256 {
+			t.Errorf("%s: got %d buckets, want at most 256", name, n)
+		}
 	}
 }
 
@@ -372,24 +396,28 @@ func TestTableKeepsEveryBucket(t *testing.T) {
 	t.Parallel()
 	m := NewMemoryStore(MemoryOptions{MaxKeys: 120, SweepInterval: -1})
 	defer m.Close()
-	if len(m.shards) != 1 {
-		t.Fatalf("got %d shards, want 1", len(m.shards))
+	// One token of five an hour is back after 12 minutes, all five after
+	// an hour: the "s" buckets go idle first.
+	p := MustPolicy(Policy{Name: "tb", Algorithm: TokenBucket, Limit: 5, Window: time.Hour})
+	shards := m.table(p).shards
+	if len(shards) != 1 {
+		t.Fatalf("got %d shards, want 1", len(shards))
 	}
-	short := MustPolicy(Policy{Name: "short", Algorithm: FixedWindow, Limit: 5, Window: time.Second})
-	long := MustPolicy(Policy{Name: "long", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
 	for i := range 60 {
-		fill(t, m, short, t0, "s"+strconv.Itoa(i))
-		fill(t, m, long, t0, "l"+strconv.Itoa(i))
+		fill(t, m, p, t0, "s"+strconv.Itoa(i))
+		for range 5 {
+			fill(t, m, p, t0, "l"+strconv.Itoa(i))
+		}
 	}
 	if got, want := m.Len(), 120; got != want {
 		t.Fatalf("got Len %d, want %d", got, want)
 	}
-	grown := len(m.shards[0].tab.Load().slots)
-	if got := m.Sweep(t0.Add(time.Minute)); got != 60 {
+	grown := len(shards[0].tab.Load().slots)
+	if got := m.Sweep(t0.Add(30 * time.Minute)); got != 60 {
 		t.Errorf("sweep: got %d removed, want 60", got)
 	}
 	for i := range 60 {
-		if k := "l" + strconv.Itoa(i); !used(t, m, long, t0, k) {
+		if k := "l" + strconv.Itoa(i); !used(t, m, p, t0, k) {
 			t.Errorf("bucket %s: got lost after the sweep, want kept", k)
 		}
 	}
@@ -397,7 +425,7 @@ func TestTableKeepsEveryBucket(t *testing.T) {
 		t.Errorf("second sweep: got %d removed, want 60", got)
 	}
 	// Halving stops short of minSlots: a table of 12 stays 12.
-	if got := len(m.shards[0].tab.Load().slots); got > 12 {
+	if got := len(shards[0].tab.Load().slots); got > 12 {
 		t.Errorf("emptied table: got %d slots (from %d), want at most 12", got, grown)
 	}
 }

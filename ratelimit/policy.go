@@ -79,6 +79,10 @@ type Policy struct {
 	// rejects one of its requests; 0 (the default) blocks nothing. Shadow
 	// policies never reject, so never block.
 	Block time.Duration
+	// MaxKeys bounds the policy's buckets in the memory store, apart from
+	// every other policy's; 0 takes the store's MemoryOptions.MaxKeys. It
+	// is not part of Settings: a reload that changes it keeps the buckets.
+	MaxKeys int
 
 	interval  int64  // Window / Limit in nanoseconds, rounded up to a whole microsecond
 	window    int64  // Window in nanoseconds, a whole number of microseconds
@@ -127,6 +131,9 @@ func NewPolicy(p Policy) (*Policy, error) {
 	}
 	if p.Block < 0 {
 		errs = append(errs, errors.New("block: must be >= 0"))
+	}
+	if p.MaxKeys < 0 {
+		errs = append(errs, errors.New("max_keys: must be > 0"))
 	}
 	if p.Algorithm != TokenBucket && p.Burst != 0 {
 		errs = append(errs, errors.New("burst: only token_bucket has a burst"))

@@ -163,18 +163,19 @@ func (t *table) insertLocked(src *entry, tag uint64) *entry {
 	return &t.slots[i]
 }
 
-// memShard holds a share of the buckets in a table. Decisions on buckets
-// that exist take no shard lock: they find the bucket and lock just it.
-// The shard's lock serializes what changes the table (making, moving and
-// removing buckets) and the bookkeeping below.
+// memShard holds a share of one policy's buckets in a table. Decisions on
+// buckets that exist take no shard lock: they find the bucket and lock
+// just it. The shard's lock serializes what changes the table (making,
+// moving and removing buckets) and the bookkeeping below.
 type memShard struct {
-	mu     sync.Mutex
-	tab    atomic.Pointer[table] // replaced, never resized in place
-	busy   atomic.Bool           // decisions take mu: see MemoryStore.Decide
-	n      int                   // buckets in the table
-	hand   int                   // the clock hand's slot
-	counts map[string]int64      // buckets per policy name
-	_      [64]byte              // keeps neighbouring shards' locks off one cache line
+	mu      sync.Mutex
+	tab     atomic.Pointer[table] // replaced, never resized in place
+	busy    atomic.Bool           // decisions take mu: see MemoryStore.Decide
+	n       int                   // buckets in the table
+	hand    int                   // the clock hand's slot
+	made    int                   // buckets made since eviction last removed every idle one
+	evicted evictedRecord         // live buckets evicted; empty until the first
+	_       [64]byte              // keeps neighbouring shards' locks off one cache line
 }
 
 // find returns the bucket of (p.Name, key), whose hash is h, holding its
@@ -225,16 +226,18 @@ func (s *memShard) lookup(h uint64, p *Policy, key string, wait bool) *entry {
 }
 
 // getLocked returns the bucket of r, whose hash is h, holding its lock,
-// and creates it when there is none (evicting one not used lately when the
-// shard holds limit buckets, but none whose hash is in keep). The caller
-// holds the shard's lock and unlocks the bucket as used.
-func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *entry {
+// and creates it when there is none: when the shard holds limit buckets it
+// first evicts one (see evictLocked), but none whose hash is in keep. A
+// bucket the record says was evicted live comes back no fuller than it
+// left. now is the decision time in Unix ns. The caller holds the shard's
+// lock and unlocks the bucket as used.
+func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []uint64) *entry {
 	if e := s.find(h, r.Policy, r.Key); e != nil {
 		e.refreshLocked(r.Policy)
 		return e
 	}
 	if s.n >= limit {
-		s.evictLocked(keep)
+		s.evictLocked(r.Policy, now, limit, keep)
 	}
 	t := s.tab.Load()
 	if 8*(s.n+1) > 7*len(t.slots) {
@@ -248,9 +251,12 @@ func (s *memShard) getLocked(r Request, h uint64, limit int, keep []uint64) *ent
 	if r.Policy.Algorithm == SlidingWindowLog {
 		fresh.ext = new(entryExt)
 	}
+	if until := s.evicted.take(r.Policy, h, now, true); until > now {
+		fresh.restoreLocked(r.Policy, until)
+	}
 	e := t.insertLocked(&fresh, h|usedBit|lockBit)
 	s.n++
-	s.counts[r.Policy.Name]++
+	s.made++
 	return e
 }
 
@@ -302,36 +308,81 @@ func (s *memShard) shrinkLocked() {
 	}
 }
 
-// evictLocked removes a bucket not used since the clock hand last passed,
-// that no request is waiting on and whose hash is not in keep. Two turns
-// of the hand clear every mark, so it finds one unless every bucket has
-// waiters, is kept or is being decided on.
-func (s *memShard) evictLocked(keep []uint64) {
+// evictLocked makes room for one bucket of p at now, never taking one
+// that requests wait on or whose hash is in keep. Idle buckets (whose
+// state equals a fresh one's) go first: once at least an eighth of limit
+// buckets were made since it last did, it removes every idle bucket of the
+// shard, which spreads the cost of a pass over the table across the
+// buckets made (a flood of live keys costs a few slot visits a bucket).
+// When that frees nothing, or it is not yet time, the clock hand walks:
+// it takes the first bucket that is idle or was not used since the hand
+// last passed, clearing the marks of the used ones. Two turns of the hand
+// clear every mark, so it finds one unless every bucket has waiters, is
+// kept or is being decided on. A live bucket taken is noted in the
+// shard's record with the time it would have become idle.
+func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
+	if s.made >= max(limit/8, 1) {
+		s.made = 0
+		if _, removed := s.removeIdleLocked(0, 2*len(s.tab.Load().slots), now, keep); removed > 0 {
+			return
+		}
+	}
 	t := s.tab.Load()
 	for range 2 * len(t.slots) {
 		if s.hand >= len(t.slots) {
 			s.hand = 0
 		}
 		e := &t.slots[s.hand]
-		tag := atomic.LoadUint64(&e.tag)
-		switch {
-		case atomic.LoadUint32(&t.marks[s.hand]) == 0:
-		case tag&usedBit != 0:
-			// A bucket locked right now keeps its mark: it is in use, and
-			// only its holder writes its tag.
-			if tag&lockBit == 0 {
-				atomic.CompareAndSwapUint64(&e.tag, tag, tag&^usedBit)
-			}
-		case tag&lockBit == 0 && !slices.Contains(keep, tag&hashMask) &&
-			atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit):
-			if !e.waitedLocked() {
+		// A bucket locked right now keeps its mark: it is in use, and
+		// only its holder writes its tag.
+		if tag := atomic.LoadUint64(&e.tag); atomic.LoadUint32(&t.marks[s.hand]) != 0 &&
+			tag&lockBit == 0 && !slices.Contains(keep, tag&hashMask) &&
+			atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit) {
+			idle := e.idleAt()
+			switch {
+			case e.waitedLocked():
+				e.unlock(false)
+			case idle <= now:
+				s.removeLocked(s.hand)
+				return
+			case tag&usedBit != 0:
+				atomic.StoreUint64(&e.tag, tag&^usedBit)
+			default:
+				if s.evicted.sets == nil {
+					s.evicted = newEvictedRecord(limit)
+				}
+				s.evicted.note(p, tag&hashMask, idle, now)
 				s.removeLocked(s.hand)
 				return
 			}
-			e.unlock(false)
 		}
 		s.hand++
 	}
+}
+
+// removeIdleLocked looks at up to n slots from slot at and removes the
+// idle buckets among them that no request waits on and whose hash is not
+// in keep. It returns the slot to look at next and how many it removed. A
+// removal shifts a later bucket into at, so at is looked at again; one
+// shifted from the table's start is merely looked at twice. A bucket
+// locked by a decision is in use, so not idle.
+func (s *memShard) removeIdleLocked(at, n int, now int64, keep []uint64) (next, removed int) {
+	slots := s.tab.Load().slots
+	for ; n > 0 && at < len(slots); n-- {
+		e := &slots[at]
+		switch {
+		case !e.tryLock():
+			at++
+		case !e.waitedLocked() && e.idleAt() <= now &&
+			!slices.Contains(keep, atomic.LoadUint64(&e.tag)&hashMask):
+			s.removeLocked(at)
+			removed++
+		default:
+			e.unlock(false)
+			at++
+		}
+	}
+	return at, removed
 }
 
 // removeLocked drops the bucket in slot i, whose lock the caller holds, and
@@ -342,7 +393,6 @@ func (s *memShard) evictLocked(keep []uint64) {
 // asks again with the lock.
 func (s *memShard) removeLocked(i int) {
 	t := s.tab.Load()
-	s.decCountLocked(t.slots[i].pol.Name)
 	s.n--
 	for j := t.next(i); atomic.LoadUint32(&t.marks[j]) != 0; j = t.next(j) {
 		e := &t.slots[j]
@@ -357,10 +407,4 @@ func (s *memShard) removeLocked(i int) {
 		}
 	}
 	t.setLocked(i, &entry{}, 0)
-}
-
-func (s *memShard) decCountLocked(name string) {
-	if s.counts[name]--; s.counts[name] <= 0 {
-		delete(s.counts, name)
-	}
 }

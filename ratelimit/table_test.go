@@ -90,7 +90,7 @@ func TestFightMakesShardBusyUntilSweep(t *testing.T) {
 	p := MustPolicy(Policy{Name: "fw", Algorithm: FixedWindow, Limit: 5, Window: time.Hour})
 	fill(t, m, p, t0, "a")
 	h := m.hash(p, "a")
-	s := m.shardOf(h)
+	s := m.shardOf(p, h)
 	e := s.tryFind(h, p, "a")
 	if e == nil {
 		t.Fatal("tryFind on an idle shard: got nil, want the bucket")

@@ -41,7 +41,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 		return ctx.Err()
 	}
 	h := m.hash(r.Policy, r.Key)
-	s := m.shardOf(h)
+	s := m.shardOf(r.Policy, h)
 	w := &waiter{dep: d.Departure.UnixNano()}
 	// Under the shard's lock a bucket is found whenever it exists.
 	s.mu.Lock()

@@ -12,7 +12,7 @@ import (
 // waiting returns the departures of r's bucket's waiters, in queue order.
 func waiting(m *MemoryStore, r Request) []time.Duration {
 	h := m.hash(r.Policy, r.Key)
-	s := m.shardOf(h)
+	s := m.shardOf(r.Policy, h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.find(h, r.Policy, r.Key)
@@ -311,7 +311,7 @@ func TestWaitLateGiveUpKeepsTheSchedule(t *testing.T) {
 	waitFor(t, m, r, 2)
 
 	h := m.hash(p, r.Key)
-	s := m.shardOf(h)
+	s := m.shardOf(p, h)
 	s.mu.Lock()
 	e := s.find(h, p, r.Key)
 	wa, wb := e.ext.wq.head, e.ext.wq.head.next
