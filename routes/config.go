@@ -112,7 +112,8 @@ type Store struct {
 
 // Memory configures the in-process store.
 type Memory struct {
-	// MaxKeys bounds the tracked buckets. Default 1,000,000.
+	// MaxKeys bounds the tracked buckets of each policy that sets no
+	// max_keys of its own. Default 1,000,000.
 	MaxKeys int
 }
 
@@ -235,6 +236,7 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 		c.TLS = d.tls(e.val, "tls", dir)
 	}
 	c.Store = d.store(m["store"].val, "store")
+	d.maxKeys = max(c.Store.Memory.MaxKeys, 0) // an invalid one is reported already
 	policies := d.policies(m["policies"].val, "policies")
 	c.Policies = make(map[string]*ratelimit.Policy, len(policies))
 	for name, p := range policies {

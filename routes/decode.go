@@ -17,6 +17,9 @@ type decoder struct {
 	file  string
 	env   func(string) (string, bool)
 	probs Problems
+	// maxKeys is store.memory.max_keys, the max_keys of a policy that
+	// sets none.
+	maxKeys int
 }
 
 // entry is one key and value of a mapping.

@@ -222,7 +222,8 @@ func TestPolicies(t *testing.T) {
 policies:
   shared: {algorithm: token_bucket, limit: 100, window: 1m, burst: 20, key: [header:X-API-Key, ip]}
   shaping: {algorithm: leaky_bucket, limit: 10, window: 1s, queue: 50, max_wait: 5s, key: [global]}
-  unused: {algorithm: sliding_window_log, limit: 5, window: 10m, key: [json:phone], shadow: true}
+  unused: {algorithm: sliding_window_log, limit: 5, window: 10m, key: [json:phone], shadow: true, max_keys: 5_000}
+store: {memory: {max_keys: 20_000}}
 routes:
   - name: orders
     upstream: http://127.0.0.1:9000
@@ -266,6 +267,12 @@ routes:
 	}
 	if !c.Policies["unused"].Shadow {
 		t.Errorf("got unused shadow false, want true")
+	}
+	// max_keys: a policy's own, else store.memory.max_keys, inline too.
+	for name, want := range map[string]int{"unused": 5000, "shared": 20_000, "orders#2": 20_000} {
+		if got := c.Policies[name].MaxKeys; got != want {
+			t.Errorf("%s: got max_keys %d, want %d", name, got, want)
+		}
 	}
 	if orders.ReadsBody || users.ReadsBody {
 		t.Errorf("got ReadsBody true, want false: no json: source is used")

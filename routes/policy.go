@@ -22,7 +22,7 @@ type policyDef struct {
 	overrides   *Overrides // nil when none
 }
 
-var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow", "count_status", "block", "overrides"}
+var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow", "count_status", "block", "overrides", "max_keys"}
 
 // policies decodes the named policies. A name that failed to compile maps
 // to nil, so references to it are not reported as unknown as well.
@@ -73,6 +73,11 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	shadow := d.boolean(m, "shadow", path)
 	block := d.positive(d.duration(m, "block", path), field(path, "block"))
 	key := d.strs(m, "key", path)
+	maxKeys := d.integer(m, "max_keys", path)
+	if maxKeys.set && maxKeys.v <= 0 {
+		d.errorf(maxKeys.n, field(path, "max_keys"), "must be > 0")
+		maxKeys = val[int64]{}
+	}
 
 	skip := map[string]bool{} // fields already reported
 	for _, f := range []struct {
@@ -95,6 +100,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		MaxWait: maxWait.v,
 		Shadow:  shadow.v,
 		Block:   block.v,
+		MaxKeys: int(maxKeys.or(int64(d.maxKeys))),
 	}
 	if alg.set {
 		a, err := ratelimit.ParseAlgorithm(alg.v)
