@@ -228,3 +228,28 @@ func BenchmarkBaselineRate(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkDecideFlood measures a flood: every decision is for a key never
+// seen before, on a policy of 100,000 buckets already at its bound, so each
+// makes a bucket and evicts a live one into its shard's record.
+func BenchmarkDecideFlood(b *testing.B) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	p := MustPolicy(Policy{Name: "otp", Algorithm: TokenBucket, Limit: 5, Window: 10 * time.Minute})
+	const bound = 100_000
+	keys := benchKeys(4 * bound)
+	m := NewMemoryStore(MemoryOptions{MaxKeys: bound, SweepInterval: -1})
+	defer m.Close()
+	reqs := []Request{{Policy: p}}
+	out := make([]Decision, 1)
+	ctx := context.Background()
+	for i := range 2 * bound { // past the bound: evicting from here on
+		reqs[0].Key = keys[i]
+		m.Decide(ctx, t0.Add(time.Duration(i)*time.Microsecond), reqs, out)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 2 * bound; b.Loop(); i++ {
+		reqs[0].Key = keys[i%len(keys)] // seen again after 2 bounds: evicted long before
+		m.Decide(ctx, t0.Add(time.Duration(i)*time.Microsecond), reqs, out)
+	}
+}

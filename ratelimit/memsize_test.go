@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -152,4 +153,36 @@ func TestMeasureBytesPerWaiter(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("%d give-ups, first first: %v", n, time.Since(start))
+}
+
+// TestMeasureHostileFlood reports the memory of a policy flooded with
+// 2,000,000 new keys, one request each, against max_keys 1,000,000: the
+// table at its bound, every shard evicting live buckets into its record of
+// evicted ones. Unlike TestMeasureBytesPerKey it counts the key strings the
+// buckets hold (15 to 16 bytes each, "hostile-" and a number), since a
+// flood brings its own.
+func TestMeasureHostileFlood(t *testing.T) {
+	needMeasure(t)
+	const (
+		bound = 1_000_000
+		flood = 2 * bound
+	)
+	ctx := context.Background()
+	for _, a := range []Algorithm{TokenBucket, SlidingWindowLog} {
+		p := MustPolicy(Policy{Name: "otp", Algorithm: a, Limit: 5, Window: 10 * time.Minute})
+		before := heapInUse()
+		m := NewMemoryStore(MemoryOptions{MaxKeys: bound, SweepInterval: -1})
+		reqs := []Request{{Policy: p}}
+		out := make([]Decision, 1)
+		for i := range flood {
+			reqs[0].Key = "hostile-" + strconv.Itoa(i)
+			m.Decide(ctx, t0.Add(time.Duration(i)*time.Microsecond), reqs, out)
+		}
+		after := heapInUse()
+		if got := m.Len(); got > bound || got < bound*9/10 {
+			t.Fatalf("%s: got Len %d, want at most %d and close to it", a, got, bound)
+		}
+		t.Logf("%-18s %d keys flooded, %d tracked: %.1f MiB, %.1f bytes per tracked bucket", a, flood, m.Len(), float64(after-before)/(1<<20), float64(after-before)/float64(m.Len()))
+		runtime.KeepAlive(m)
+	}
 }

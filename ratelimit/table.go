@@ -344,6 +344,7 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 				e.unlock(false)
 			case idle <= now:
 				s.removeLocked(s.hand)
+				s.hand++
 				return
 			case tag&usedBit != 0:
 				atomic.StoreUint64(&e.tag, tag&^usedBit)
@@ -353,6 +354,7 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 				}
 				s.evicted.note(p, tag&hashMask, idle, now)
 				s.removeLocked(s.hand)
+				s.hand++
 				return
 			}
 		}
@@ -396,14 +398,13 @@ func (s *memShard) removeLocked(i int) {
 	s.n--
 	for j := t.next(i); atomic.LoadUint32(&t.marks[j]) != 0; j = t.next(j) {
 		e := &t.slots[j]
-		tag := e.lock()
 		// The bucket at j may fill the hole when the hole lies on its
-		// probe, from its home up to j.
-		if t.dist(t.home(tag), j) >= t.dist(i, j) {
-			t.setLocked(i, e, tag)
+		// probe, from its home up to j. Its hash, which says so, does
+		// not change while the shard's lock is held, so only a bucket
+		// that moves needs its own lock.
+		if t.dist(t.home(atomic.LoadUint64(&e.tag)), j) >= t.dist(i, j) {
+			t.setLocked(i, e, e.lock())
 			i = j // still locked: the new hole
-		} else {
-			e.unlock(false)
 		}
 	}
 	t.setLocked(i, &entry{}, 0)
