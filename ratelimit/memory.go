@@ -131,7 +131,7 @@ func (m *MemoryStore) table(p *Policy) *policyTable {
 	}
 	pt := &policyTable{id: len(old), shards: make([]memShard, n), mask: uint64(n - 1)}
 	for i := range pt.shards {
-		pt.shards[i].tab.Store(newTable(minSlots))
+		pt.shards[i].tab.Store(noBuckets)
 	}
 	tables := make(map[string]*policyTable, len(old)+1)
 	for name, t := range old {

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -424,8 +425,13 @@ func TestTableKeepsEveryBucket(t *testing.T) {
 	if got := m.Sweep(t0.Add(2 * time.Hour)); got != 60 {
 		t.Errorf("second sweep: got %d removed, want 60", got)
 	}
-	// Halving stops short of minSlots: a table of 12 stays 12.
-	if got := len(shards[0].tab.Load().slots); got > 12 {
-		t.Errorf("emptied table: got %d slots (from %d), want at most 12", got, grown)
+	// An emptied shard holds no table of its own, and the shared one
+	// stays empty.
+	if got := shards[0].tab.Load(); got != noBuckets {
+		t.Errorf("emptied shard: got a table of %d slots (from %d), want noBuckets", len(got.slots), grown)
+	}
+	fill(t, m, p, t0.Add(3*time.Hour), "again")
+	if !tracked(m, p, "again") || slices.ContainsFunc(noBuckets.marks, func(m uint32) bool { return m != 0 }) {
+		t.Errorf("refilled shard: got the bucket lost or noBuckets written, want a table of its own")
 	}
 }

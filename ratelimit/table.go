@@ -131,6 +131,11 @@ func (t *table) setLocked(i int, src *entry, tag uint64) {
 // minSlots is the smallest table a shard has.
 const minSlots = 8
 
+// noBuckets is the table of every shard that never held a bucket, shared
+// and never written, so that a policy's shards cost no table until used:
+// a lookup finds nothing in it, and the first bucket made replaces it.
+var noBuckets = newTable(minSlots)
+
 // home is the slot where a probe for hash h starts: the low 32 bits of h
 // scaled to the table's length, which need not be a power of two.
 func (t *table) home(h uint64) int { return int(h & 0xffffffff * uint64(len(t.slots)) >> 32) }
@@ -240,7 +245,11 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 		s.evictLocked(r.Policy, now, limit, keep)
 	}
 	t := s.tab.Load()
-	if 8*(s.n+1) > 7*len(t.slots) {
+	switch {
+	case t == noBuckets:
+		t = newTable(minSlots)
+		s.tab.Store(t)
+	case 8*(s.n+1) > 7*len(t.slots):
 		t = s.resizeLocked(grownSize(len(t.slots)))
 	}
 	// A new bucket starts marked, so it outlives at least one turn of the
@@ -297,8 +306,14 @@ func grownSize(size int) int {
 
 // shrinkLocked halves the table while it would stay at most three eighths
 // full, so that memory follows a sweep and a refill does not resize at
-// once.
+// once. An empty shard goes back to noBuckets: a policy no longer used
+// keeps no table.
 func (s *memShard) shrinkLocked() {
+	if s.n == 0 {
+		s.tab.Store(noBuckets)
+		s.hand = 0
+		return
+	}
 	size := len(s.tab.Load().slots)
 	for size/2 >= minSlots && 8*s.n <= 3*(size/2) {
 		size /= 2
