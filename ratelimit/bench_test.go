@@ -195,38 +195,69 @@ func BenchmarkMemoryLatency(b *testing.B) {
 // BenchmarkBaselineRate is the yardstick for the memory store's decisions:
 // golang.org/x/time/rate limiters, one per key in a sync.Map, the way a
 // gateway without a store of its own keeps them. It decides as
-// token_bucket/keys=100000/scattered does: the same policy, keys visited in
-// no order as fresh strings, the same virtual clock. The memory store's
-// budget is a fraction of this in the same run.
+// keys=100000/scattered does: keys visited in no order as fresh strings,
+// a virtual clock, limit 100 a second. The memory store's budget is a
+// fraction of this in the same run.
+//
+// Each algorithm's sub-benchmark alternates blocks of 1,024 decisions of
+// the memory store with 1,024 of the baseline, so that both see the same
+// load on the machine, and reports each one's time per decision and
+// their ratio (store/rate); ns/op is both together.
 func BenchmarkBaselineRate(b *testing.B) {
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	p := benchPolicy(TokenBucket)
 	const nkeys = 100_000
 	keys := benchKeys(nkeys)
-	step := max(p.Interval()/nkeys, time.Nanosecond)
-	b.Run("x-time-rate/keys=100000/scattered", func(b *testing.B) {
-		var limiters sync.Map
-		limit := rate.Every(p.Interval())
-		for _, k := range keys {
-			l := rate.NewLimiter(limit, int(p.Burst))
-			l.AllowN(t0, 1)
-			limiters.Store(k, l)
-		}
-		order := make([]string, nkeys)
-		for i, j := range rand.New(rand.NewPCG(1, 2)).Perm(nkeys) {
-			order[i] = strings.Clone(keys[j])
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; b.Loop(); i++ {
-			k := order[i%nkeys]
-			v, ok := limiters.Load(k)
-			if !ok {
-				v, _ = limiters.LoadOrStore(k, rate.NewLimiter(limit, int(p.Burst)))
+	order := make([]string, nkeys)
+	for i, j := range rand.New(rand.NewPCG(1, 2)).Perm(nkeys) {
+		order[i] = strings.Clone(keys[j])
+	}
+	tb := benchPolicy(TokenBucket)
+	var limiters sync.Map
+	limit := rate.Every(tb.Interval())
+	for _, k := range keys {
+		l := rate.NewLimiter(limit, int(tb.Burst))
+		l.AllowN(t0, 1)
+		limiters.Store(k, l)
+	}
+	for _, a := range Algorithms {
+		p := benchPolicy(a)
+		step := max(p.Interval()/nkeys, time.Nanosecond)
+		b.Run(a.String()+"/keys=100000/scattered", func(b *testing.B) {
+			m := benchStore(p, keys)
+			defer m.Close()
+			reqs := []Request{{Policy: p}}
+			out := make([]Decision, 1)
+			ctx := context.Background()
+			const block = 1024
+			var storeTime, rateTime time.Duration
+			i, j := 0, 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				start := time.Now()
+				for range block {
+					reqs[0].Key = order[i%nkeys]
+					m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
+					i++
+				}
+				mid := time.Now()
+				for range block {
+					k := order[j%nkeys]
+					v, ok := limiters.Load(k)
+					if !ok {
+						v, _ = limiters.LoadOrStore(k, rate.NewLimiter(limit, int(tb.Burst)))
+					}
+					v.(*rate.Limiter).AllowN(t0.Add(time.Duration(j)*step), 1)
+					j++
+				}
+				storeTime += mid.Sub(start)
+				rateTime += time.Since(mid)
 			}
-			v.(*rate.Limiter).AllowN(t0.Add(time.Duration(i)*step), 1)
-		}
-	})
+			b.ReportMetric(float64(storeTime)/float64(i), "store-ns/decision")
+			b.ReportMetric(float64(rateTime)/float64(j), "rate-ns/decision")
+			b.ReportMetric(float64(storeTime)/float64(rateTime), "store/rate")
+		})
+	}
 }
 
 // BenchmarkDecideFlood measures a flood: every decision is for a key never
