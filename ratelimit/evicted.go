@@ -1,17 +1,21 @@
 package ratelimit
 
+import "math/bits"
+
 // evictedRecord is a shard's memory of the live buckets it had to evict:
 // for each, its hash and the time it would have become idle. A bucket made
 // again while its record entry lasts starts no fuller than it left (see
 // restoreLocked), so evicting a spent bucket never gives its budget back.
 //
 // The record has a fixed size, as many ways as the shard's bound on
-// buckets, in sets of four ways, one cache line each. A way that has
-// passed its time is free again. When a set is full, the way that ends
-// first and the new entry fold into one way that stands for every hash of
-// the set, with the later of the two times: a collision can make a bucket
-// come back emptier than it left, or a new bucket start spent, never one
-// come back fuller.
+// buckets, in sets of four. A way that has passed its time is free again.
+// When a set is full, the two of its four entries and the new one that
+// agree on the most hash bits fold into one way, with the later of their
+// times, that stands for every hash agreeing with them on those bits: a
+// fold can make a bucket come back emptier than it left, or a new bucket
+// start spent, never one come back fuller. Two hashes agree on about half
+// their bits, so a way folded once stands for a tiny share of hashes;
+// each further fold into it about squares that share's root.
 //
 // It belongs to its shard and is guarded by the shard's lock. The zero
 // value is an empty record that holds nothing; make one with
@@ -26,14 +30,13 @@ type evictedRecord struct {
 
 type evictedSet [4]evictedWay
 
+// evictedWay stands for the hashes x with (x^h)&mask == 0: one hash when
+// mask has every bit, the hashes of folded entries and their likes when
+// not.
 type evictedWay struct {
-	h     uint64 // the bucket's hash; 0 in a free way, anyHash for the whole set
-	until int64  // Unix ns the bucket would have become idle
+	h, mask uint64
+	until   int64 // Unix ns the buckets would have become idle; free once past
 }
-
-// anyHash marks a way that stands for every hash of its set. No bucket has
-// it as a hash, since every hash has hashSet.
-const anyHash = 1
 
 // newEvictedRecord returns a record of at least ways ways.
 func newEvictedRecord(ways int) evictedRecord {
@@ -46,6 +49,8 @@ func (r *evictedRecord) set(h uint64) *evictedSet {
 	return &r.sets[h&0xffffffff*uint64(len(r.sets))>>32]
 }
 
+func (w *evictedWay) holds(h uint64) bool { return (h^w.h)&w.mask == 0 }
+
 // note records that the bucket of hash h, of policy p, was evicted at now
 // while live, and would have become idle at until.
 func (r *evictedRecord) note(p *Policy, h uint64, until, now int64) {
@@ -54,31 +59,32 @@ func (r *evictedRecord) note(p *Policy, h uint64, until, now int64) {
 	free := -1
 	for i := range set {
 		w := &set[i]
-		if w.h == h {
+		if w.until > now && w.mask == ^uint64(0) && w.h == h {
 			w.until = max(w.until, until)
 			return
 		}
-		if free < 0 && (w.h == 0 || w.until <= now) {
+		if free < 0 && w.until <= now {
 			free = i
 		}
 	}
 	if free >= 0 {
-		set[free] = evictedWay{h, until}
+		set[free] = evictedWay{h, ^uint64(0), until}
 		return
 	}
-	// Full: fold into the way that already stands for the set, or else
-	// into the one that ends first.
-	j := 0
-	for i := range set {
-		if set[i].h == anyHash {
-			j = i
-			break
-		}
-		if set[i].until < set[j].until {
-			j = i
+	// Full: fold the pair of the five that keeps the most agreeing bits.
+	c := [5]evictedWay{set[0], set[1], set[2], set[3], {h, ^uint64(0), until}}
+	bi, bj, most := 0, 1, -1
+	for i := range c {
+		for j := i + 1; j < len(c); j++ {
+			if n := bits.OnesCount64(c[i].mask & c[j].mask &^ (c[i].h ^ c[j].h)); n > most {
+				bi, bj, most = i, j, n
+			}
 		}
 	}
-	set[j] = evictedWay{anyHash, max(set[j].until, until)}
+	mask := c[bi].mask & c[bj].mask &^ (c[bi].h ^ c[bj].h)
+	c[bi] = evictedWay{c[bi].h & mask, mask, max(c[bi].until, c[bj].until)}
+	copy(c[bj:], c[bj+1:])
+	copy(set[:], c[:4])
 }
 
 // take returns the latest time a bucket of hash h, of policy p, would
@@ -93,15 +99,11 @@ func (r *evictedRecord) take(p *Policy, h uint64, now int64, forget bool) int64 
 	var until int64
 	for i := range set {
 		w := &set[i]
-		switch {
-		case w.until <= now:
-		case w.h == h:
+		if w.until > now && w.holds(h) {
 			until = max(until, w.until)
-			if forget {
+			if forget && w.mask == ^uint64(0) {
 				*w = evictedWay{}
 			}
-		case w.h == anyHash:
-			until = max(until, w.until)
 		}
 	}
 	return until
