@@ -286,3 +286,55 @@ func TestFloodOnOnePolicyLeavesAnother(t *testing.T) {
 	}
 	checkKeys(t, m)
 }
+
+// TestBlockedBucketComesBackBlocked evicts a bucket whose block runs past
+// the time its budget would be whole: it comes back blocked to the end.
+func TestBlockedBucketComesBackBlocked(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 2000, SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 5, Window: time.Hour, Block: 2 * time.Hour})
+	spend(t, m, p, t0, "victim") // the rejection starts the block, to t0+2h
+	ctx := context.Background()
+	out := make([]Decision, 1)
+	for i := range 5000 {
+		m.Decide(ctx, t0.Add(time.Second+time.Duration(i)*time.Millisecond), []Request{{Policy: p, Key: "junk-" + strconv.Itoa(i)}}, out)
+	}
+	if tracked(m, p, "victim") {
+		t.Fatal("victim: got kept, want evicted by the flood (the case under test)")
+	}
+	// By its budget alone the bucket would admit again from t0+1h12m.
+	r := []Request{{Policy: p, Key: "victim"}}
+	if m.Decide(ctx, t0.Add(90*time.Minute), r, out); out[0].Allowed {
+		t.Errorf("at t0+90m, blocked to t0+2h: got allowed, want rejected")
+	}
+	if m.Decide(ctx, t0.Add(2*time.Hour+time.Second), r, out); !out[0].Allowed {
+		t.Errorf("after the block: got rejected, want allowed")
+	}
+}
+
+// TestResetClearsEvictedBucket resets a spent bucket that a flood evicted:
+// it starts fresh, not as the record of evicted buckets would bring it back.
+func TestResetClearsEvictedBucket(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 2000, SweepInterval: -1, Clock: func() time.Time { return t0.Add(time.Minute) }})
+	defer m.Close()
+	p := spendPolicy("otp", FixedWindow)
+	spend(t, m, p, t0, "victim")
+	ctx := context.Background()
+	out := make([]Decision, 1)
+	for i := range 5000 {
+		m.Decide(ctx, t0.Add(time.Second), []Request{{Policy: p, Key: "junk-" + strconv.Itoa(i)}}, out)
+	}
+	r := Request{Policy: p, Key: "victim"}
+	if tracked(m, p, "victim") || !used(t, m, p, t0.Add(time.Minute), "victim") {
+		t.Fatal("victim: got kept, or evicted without its record entry, want evicted and recorded")
+	}
+	if err := m.Reset(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := m.Peek(ctx, t0.Add(time.Minute), r); d.Remaining != p.Capacity() {
+		t.Errorf("after Reset: got %d remaining, want %d", d.Remaining, p.Capacity())
+	}
+	checkKeys(t, m)
+}

@@ -60,7 +60,7 @@ func (r *evictedRecord) note(p *Policy, h uint64, until, now int64) {
 	for i := range set {
 		w := &set[i]
 		if w.until > now && w.mask == ^uint64(0) && w.h == h {
-			w.until = max(w.until, until)
+			w.until = foldUntil(w.until, until)
 			return
 		}
 		if free < 0 && w.until <= now {
@@ -82,7 +82,7 @@ func (r *evictedRecord) note(p *Policy, h uint64, until, now int64) {
 		}
 	}
 	mask := c[bi].mask & c[bj].mask &^ (c[bi].h ^ c[bj].h)
-	c[bi] = evictedWay{c[bi].h & mask, mask, max(c[bi].until, c[bj].until)}
+	c[bi] = evictedWay{c[bi].h & mask, mask, foldUntil(c[bi].until, c[bj].until)}
 	copy(c[bj:], c[bj+1:])
 	copy(set[:], c[:4])
 }
@@ -100,7 +100,7 @@ func (r *evictedRecord) take(p *Policy, h uint64, now int64, forget bool) int64 
 	for i := range set {
 		w := &set[i]
 		if w.until > now && w.holds(h) {
-			until = max(until, w.until)
+			until = foldUntil(until, w.until)
 			if forget && w.mask == ^uint64(0) {
 				*w = evictedWay{}
 			}
@@ -124,6 +124,21 @@ func (r *evictedRecord) follow(p *Policy) bool {
 	return false
 }
 
+// noteUntil is what the record keeps of a bucket idle at until, blocked
+// or not: the time with its lowest bit set for a blocked bucket and clear
+// for another, rounding up either way, so that the kept time is never
+// earlier than the bucket's.
+func noteUntil(until int64, blocked bool) int64 {
+	if blocked {
+		return until | 1
+	}
+	return until + until&1
+}
+
+// foldUntil is the kept time of two entries folded: the later, blocked
+// if either was, so that it restores no fuller than either.
+func foldUntil(a, b int64) int64 { return max(a, b) | (a|b)&1 }
+
 // restoreLocked makes the fresh bucket e of p no fuller than a bucket that
 // was evicted live and would have become idle at until. token_bucket and
 // leaky_bucket keep their whole state in that time, so they come back as
@@ -131,8 +146,15 @@ func (r *evictedRecord) follow(p *Policy) bool {
 // full, sliding_window_counter with both counts at the limit, so that its
 // budget grows back no sooner than the evicted one's could, and
 // sliding_window_log admitting nothing before until (an empty log that
-// settled at until).
+// settled at until). A bucket that was blocked (until's lowest bit, see
+// noteUntil) comes back blocked until then, whatever its budget.
 func (e *entry) restoreLocked(p *Policy, until int64) {
+	if until&1 != 0 && p.Block > 0 {
+		if e.ext == nil {
+			e.ext = new(entryExt)
+		}
+		e.ext.block = until
+	}
 	switch p.Algorithm {
 	case TokenBucket, LeakyBucket:
 		e.s[0] = until

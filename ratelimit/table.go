@@ -367,7 +367,7 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 				if s.evicted.sets == nil {
 					s.evicted = newEvictedRecord(limit)
 				}
-				s.evicted.note(p, tag&hashMask, idle, now)
+				s.evicted.note(p, tag&hashMask, noteUntil(idle, e.ext != nil && e.ext.block > now), now)
 				s.removeLocked(s.hand)
 				s.hand++
 				return
