@@ -145,8 +145,8 @@ func foldUntil(a, b int64) int64 { return max(a, b) | (a|b)&1 }
 // they left. The others come back spent: fixed_window with its window
 // full, sliding_window_counter with both counts at the limit, so that its
 // budget grows back no sooner than the evicted one's could, and
-// sliding_window_log admitting nothing before until (an empty log that
-// settled at until). A bucket that was blocked (until's lowest bit, see
+// sliding_window_log admitting nothing before until (an empty log, spent
+// until then). A bucket that was blocked (until's lowest bit, see
 // noteUntil) comes back blocked until then, whatever its budget.
 func (e *entry) restoreLocked(p *Policy, until int64) {
 	if until&1 != 0 && p.Block > 0 {
@@ -163,6 +163,6 @@ func (e *entry) restoreLocked(p *Policy, until int64) {
 	case SlidingWindowCounter:
 		e.s[0], e.s[1], e.s[2] = until-2*p.window, p.Limit, p.Limit
 	case SlidingWindowLog:
-		e.logLocked().settled = until
+		e.ext.spent = until
 	}
 }

@@ -474,7 +474,7 @@ func (e *entry) resetLocked(p *Policy) {
 		e.ext = nil
 	}
 	if e.ext != nil {
-		e.ext.block = 0
+		e.ext.block, e.ext.spent = 0, 0
 	}
 }
 
@@ -506,9 +506,9 @@ func (e *entry) budgetIdleAt() int64 {
 	case SlidingWindowLog:
 		l := e.logLocked()
 		if l.n == 0 {
-			return l.settled
+			return max(l.settled, e.ext.spent)
 		}
-		return l.newest() + e.pol.window
+		return max(l.newest()+e.pol.window, e.ext.spent)
 	}
 	return 0
 }
@@ -601,6 +601,11 @@ func (e *entry) stepInto(p *Policy, now int64, d *Decision) {
 		s, *d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 1)
 		e.s[0], e.s[1], e.s[2] = s.Start, s.Cur, s.Prev
 	case SlidingWindowLog:
+		if e.ext.spent > now {
+			wait := time.Duration(e.ext.spent - now)
+			*d = Decision{Limit: p.Limit, RetryAfter: wait, Reset: wait}
+			return
+		}
 		*d = StepSlidingWindowLog(p, e.logLocked(), now, 1)
 	default:
 		*d = Decision{}
@@ -636,10 +641,9 @@ func (e *entry) peekLocked(p *Policy, now int64) Decision {
 	case SlidingWindowCounter:
 		_, d = StepSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, now, 0)
 	case SlidingWindowLog:
-		if l := e.logLocked(); l.n == 0 && now < l.settled {
-			// Empty but settled later, as a bucket restored after its
-			// eviction is: it admits nothing before then.
-			wait := time.Duration(l.settled - now)
+		if e.ext.spent > now {
+			// Brought back after its eviction: nothing before then.
+			wait := time.Duration(e.ext.spent - now)
 			return Decision{Allowed: true, Limit: p.Limit, RetryAfter: wait, Reset: wait}
 		}
 		d = StepSlidingWindowLog(p, e.logLocked(), now, 0)

@@ -49,6 +49,9 @@ type entryExt struct {
 	log   SlidingLogState
 	wq    waitQueue
 	block int64 // Unix ns the bucket's block ends; 0 when not blocked
+	// spent is, for a sliding_window_log bucket brought back after its
+	// eviction, the Unix ns before which it admits nothing; 0 otherwise.
+	spent int64
 }
 
 // lock spins until it holds e's lock and returns e's tag without lockBit.
