@@ -402,16 +402,37 @@ type recorder struct {
 	body   *clientBody // the request's, nil without one
 	// onStatus, when set, learns the final status before the client does.
 	onStatus func(code int)
+	// kept holds the fields the gateway set before forwarding, saved at
+	// the first 1xx: ReverseProxy clears the header map after passing an
+	// informational answer on, and the final answer must still carry them.
+	kept http.Header
 }
+
+// gatewayHeaders are the fields the gateway sets on a response before the
+// upstream answers.
+var gatewayHeaders = append([]string{hRequestID}, limitHeaders...)
 
 func (w *recorder) WriteHeader(code int) {
 	if !w.wrote {
 		if code >= 200 || code == http.StatusSwitchingProtocols {
 			defer w.body.answering()()
 			w.final(code)
+		} else if w.kept == nil {
+			w.keep()
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// keep saves the gateway's own fields before a 1xx goes out.
+func (w *recorder) keep() {
+	h := w.Header()
+	w.kept = make(http.Header, len(gatewayHeaders))
+	for _, k := range gatewayHeaders {
+		if v, ok := h[k]; ok {
+			w.kept[k] = v
+		}
+	}
 }
 
 func (w *recorder) Write(b []byte) (int, error) {
@@ -425,6 +446,14 @@ func (w *recorder) Write(b []byte) (int, error) {
 // final records the status the client is about to receive.
 func (w *recorder) final(code int) {
 	w.status, w.wrote = code, true
+	if w.kept != nil {
+		h := w.Header()
+		for k, v := range w.kept {
+			if _, ok := h[k]; !ok {
+				h[k] = v
+			}
+		}
+	}
 	if f := w.onStatus; f != nil {
 		w.onStatus = nil
 		f(code)
