@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
 )
 
 // Breaker tuning. After breakerFailures consecutive failures the store
@@ -129,7 +131,7 @@ func (s *Store) ping() error {
 		return err
 	}
 	c := *s.client.Load()
-	err := c.Do(ctx, c.B().Ping().Build()).Error()
+	err := bounded(ctx, func() rueidis.RedisResult { return c.Do(ctx, c.B().Ping().Build()) }).Error()
 	s.observe(start, err)
 	return err
 }

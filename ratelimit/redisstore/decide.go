@@ -170,7 +170,7 @@ func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoA
 // reply): for fixed_window and sliding_window_counter the window start.
 func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, keys, args []string, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64) (int64, error) {
 	start := time.Now()
-	vals, err := script.Exec(ctx, c, keys, args).ToArray()
+	vals, err := bounded(ctx, func() rueidis.RedisResult { return script.Exec(ctx, c, keys, args) }).ToArray()
 	if err == nil && len(vals) != 1+fieldsPerLimit*len(keys) {
 		err = fmt.Errorf("decoding script reply: got %d values, want %d", len(vals), 1+fieldsPerLimit*len(keys))
 	}
@@ -334,4 +334,29 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 	}
 	s.br.succeeded()
 	return nil
+}
+
+// bounded runs do, one Redis round trip, but returns when ctx ends,
+// whatever rueidis does meanwhile. A command that lands on a connection
+// rueidis must dial first waits for that dial, and against a hung server a
+// failed handshake holds the call about a second while rueidis closes the
+// new pipe, regardless of ctx: decisions then took a second instead of
+// Timeout, and the prober's pings a second each. The abandoned call ends
+// by itself; what it uses must not be reused by the caller (the keys and
+// arguments are built per call), and its reply, if any, is dropped like
+// any reply that comes after ctx.
+func bounded(ctx context.Context, do func() rueidis.RedisResult) rueidis.RedisResult {
+	done := make(chan rueidis.RedisResult, 1)
+	go func() { done <- do() }()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		select {
+		case r := <-done: // answered just in time
+			return r
+		default:
+			return rueidis.NewErrorResult(ctx.Err())
+		}
+	}
 }
