@@ -19,18 +19,33 @@ func TestWaitGiveBackOnServerTime(t *testing.T) {
 	srv := redistest.Start(t)
 	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
 	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "wait", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: time.Second, Queue: 5})
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "wait", Algorithm: ratelimit.LeakyBucket, Limit: 2, Window: time.Second, Queue: 5})
 	r := ratelimit.Request{Policy: p, Key: "k"}
-	decide := func(s *Store) ratelimit.Decision {
+	// first and firstDone bracket the first decision, made on the server
+	// at some time between them: the script schedules the k-th place k
+	// intervals after that. A Decision's Departure counts its delay from
+	// the reply (see afterRoundTrip), so it lies at or after its slot and
+	// at most the decision's own round trip plus the first's after it.
+	// These bounds come from the round trips that actually took place, so
+	// a loaded machine widens them only by what it delayed; the places
+	// tested are a whole interval, 500ms, apart, and the give-ups reach
+	// the server long before the departures they give up.
+	var first, firstDone time.Time
+	decide := func(s *Store) (ratelimit.Decision, time.Duration) {
 		t.Helper()
 		out := make([]ratelimit.Decision, 1)
-		if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{r}, out); err != nil {
+		now := time.Now()
+		if err := s.Decide(context.Background(), now, []ratelimit.Request{r}, out); err != nil {
 			t.Fatal(err)
 		}
+		trip := time.Since(now)
 		if !out[0].Allowed {
 			t.Fatalf("got rejected: %+v", out[0])
 		}
-		return out[0]
+		if first.IsZero() {
+			first, firstDone = now, now.Add(trip)
+		}
+		return out[0], trip
 	}
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -40,31 +55,34 @@ func TestWaitGiveBackOnServerTime(t *testing.T) {
 			t.Fatalf("Wait: got %v, want context.Canceled", err)
 		}
 	}
-	// Delays count from before the round trip and include it.
-	near := func(got, want time.Duration) bool {
-		return got > want-20*time.Millisecond && got <= want+10*time.Millisecond
+	// place checks that d leaves at the k-th place of the schedule. The
+	// store counts Departure from the now it was given, a moment before
+	// its round trip began, so it may lie up to that moment before the
+	// slot: trip bounds it.
+	place := func(what string, d ratelimit.Decision, trip time.Duration, k int) {
+		t.Helper()
+		slot := time.Duration(k) * p.Interval()
+		lo := first.Add(slot - trip)
+		hi := firstDone.Add(slot + trip + time.Microsecond)
+		if d.Departure.Before(lo) || d.Departure.After(hi) {
+			t.Fatalf("%s: leaves %v after the first decision began, want place %d: between %v and %v",
+				what, d.Departure.Sub(first), k, slot, hi.Sub(first))
+		}
 	}
 
-	decide(a)       // leaves at once
-	d2 := decide(b) // ~100ms
-	d3 := decide(a) // ~200ms, the tail
-	if !near(d3.Delay, 200*time.Millisecond) {
-		t.Fatalf("third: got Delay %v, want about 200ms", d3.Delay)
-	}
+	decide(a)           // leaves at once
+	d2, _ := decide(b)  // place 1
+	d3, t3 := decide(a) // place 2, the tail
+	place("third", d3, t3, 2)
 	giveUp(b, d2) // not the tail: keeps the schedule
-	d4 := decide(b)
-	if !near(d4.Delay, 300*time.Millisecond) {
-		t.Fatalf("after a non-tail gave up: got Delay %v, want about 300ms", d4.Delay)
-	}
+	d4, t4 := decide(b)
+	place("after a non-tail gave up", d4, t4, 3)
 	giveUp(b, d4) // the tail: its slot comes back
-	d5 := decide(a)
-	if !near(d5.Delay, 300*time.Millisecond) {
-		t.Fatalf("after the tail gave up: got Delay %v, want about 300ms again", d5.Delay)
-	}
+	d5, t5 := decide(a)
+	place("after the tail gave up", d5, t5, 3)
 	giveUp(a, d5)
-	if d6 := decide(b); !near(d6.Delay, 300*time.Millisecond) {
-		t.Fatalf("after the tail gave up again: got Delay %v, want about 300ms", d6.Delay)
-	}
+	d6, t6 := decide(b)
+	place("after the tail gave up again", d6, t6, 3)
 
 	start := time.Now()
 	if err := a.Wait(context.Background(), r, d3); err != nil {
