@@ -96,11 +96,16 @@ func TestQueueSpacesDepartures(t *testing.T) {
 
 func TestQueueKeepsArrivalOrder(t *testing.T) {
 	up := newUpstream(t)
-	in := start(t, writeConfig(t, queueConfig(up.URL, 20, "")))
-	// Connections are opened first, so "sent" is the moment each request's
-	// bytes go out, 5 ms apart, from one goroutine.
+	cfg := strings.Replace(queueConfig(up.URL, 20, ""), `admin: ""`, "admin: 127.0.0.1:0", 1)
+	cfg = strings.Replace(cfg, "limit: 10", "limit: 4", 1)
+	in := start(t, writeConfig(t, cfg))
+	// Connections are opened first, and each request is sent once sluice
+	// has counted the one before it (5 ms apart were not enough on a loaded
+	// machine, which let a later one be decided first), so the order of
+	// arrival at sluice is certain. The 250 ms interval leaves a late
+	// wake-up room before the next departure.
 	addr := strings.TrimPrefix(in.HTTP, "http://")
-	conns := make([]net.Conn, 10)
+	conns := make([]net.Conn, 8)
 	for i := range conns {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -111,7 +116,11 @@ func TestQueueKeepsArrivalOrder(t *testing.T) {
 	}
 	for i, c := range conns {
 		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: x\r\nX-Seq: %d\r\n\r\n", i)
-		time.Sleep(5 * time.Millisecond)
+		if i == 0 {
+			waitMetric(t, in.Admin, `sluice_ratelimit_decisions_total{algorithm="leaky_bucket",policy="shaping",result="allowed",route="writes"}`, 1)
+		} else {
+			waitMetric(t, in.Admin, `sluice_ratelimit_decisions_total{algorithm="leaky_bucket",policy="shaping",result="queued",route="writes"}`, float64(i))
+		}
 	}
 	for i, c := range conns {
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
