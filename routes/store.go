@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -33,6 +34,11 @@ func (d *decoder) redis(n *yaml.Node, path string) Redis {
 		KeyPrefix:  d.str(m, "key_prefix", path).or("sluice:"),
 		Timeout:    d.positive(d.duration(m, "timeout", path), field(path, "timeout")).or(50 * time.Millisecond),
 		OnError:    d.str(m, "on_error", path).or("local"),
+	}
+	if strings.ContainsAny(r.KeyPrefix, "{}") {
+		// A brace in the prefix would become every key's cluster hash
+		// tag and put all buckets in one slot.
+		d.errorf(m["key_prefix"].val, field(path, "key_prefix"), "must not contain { or }")
 	}
 	switch r.Mode {
 	case "standalone", "cluster":

@@ -15,10 +15,13 @@ import (
 //
 // The braces make policy|key the cluster hash tag, so every key of one
 // bucket (a sliding log also has Key+":s") sits in one slot while different
-// buckets spread over the cluster. The hash covers the policy's Settings
-// and the length of its name: a policy whose settings change on reload
-// starts from fresh state instead of misreading the old one, and names that
-// contain "|" cannot collide.
+// buckets spread over the cluster. Redis ends a tag at the first "}", so
+// inside the tag "%" is written "%25" and "}" is written "%7D": a key value
+// chosen by a client cannot cut the tag short and pile every bucket into
+// one slot, and the escaping keeps distinct keys distinct. The hash covers
+// the policy's Settings and the length of its name: a policy whose
+// settings change on reload starts from fresh state instead of misreading
+// the old one, and names that contain "|" cannot collide.
 func Key(prefix string, r ratelimit.Request) string {
 	h := fnv.New32a()
 	st := r.Policy.Settings()
@@ -33,13 +36,31 @@ func Key(prefix string, r ratelimit.Request) string {
 	sb.Grow(len(prefix) + len(r.Policy.Name) + len(r.Key) + 12)
 	sb.WriteString(prefix)
 	sb.WriteByte('{')
-	sb.WriteString(r.Policy.Name)
+	writeTagged(&sb, r.Policy.Name)
 	sb.WriteByte('|')
-	sb.WriteString(r.Key)
+	writeTagged(&sb, r.Key)
 	sb.WriteString("}:")
 	var hb [8]byte
 	sb.Write(strconv.AppendUint(hb[:0], uint64(h.Sum32()), 36))
 	return sb.String()
+}
+
+// writeTagged writes s for the inside of a hash tag, escaping "%" and "}".
+func writeTagged(sb *strings.Builder, s string) {
+	for {
+		i := strings.IndexAny(s, "%}")
+		if i < 0 {
+			sb.WriteString(s)
+			return
+		}
+		sb.WriteString(s[:i])
+		if s[i] == '%' {
+			sb.WriteString("%25")
+		} else {
+			sb.WriteString("%7D")
+		}
+		s = s[i+1:]
+	}
 }
 
 // micros is d in whole microseconds. Every duration a compiled policy
