@@ -17,6 +17,7 @@ import (
 func TestKeySources(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
+	jsonType := map[string]string{"Content-Type": "application/json"}
 	type req struct {
 		header map[string]string
 		path   string
@@ -32,8 +33,8 @@ func TestKeySources(t *testing.T) {
 		{"header", "header:X-API-Key", req{header: map[string]string{"X-API-Key": "k1"}}, req{header: map[string]string{"X-API-Key": "k2"}}},
 		{"query", "query:user", req{path: "?user=u1"}, req{path: "?user=u2"}},
 		{"cookie", "cookie:session", req{header: map[string]string{"Cookie": "session=s1"}}, req{header: map[string]string{"Cookie": "session=s2"}}},
-		{"json", "json:phone", req{body: `{"phone":"+15550100"}`}, req{body: `{"phone":"+15550101"}`}},
-		{"nested", "json:user.id", req{body: `{"user":{"id":7}}`}, req{body: `{"user":{"id":8}}`}},
+		{"json", "json:phone", req{header: jsonType, body: `{"phone":"+15550100"}`}, req{header: jsonType, body: `{"phone":"+15550101"}`}},
+		{"nested", "json:user.id", req{header: jsonType, body: `{"user":{"id":7}}`}, req{header: jsonType, body: `{"user":{"id":8}}`}},
 		{"method", "method", req{method: "POST"}, req{method: "PUT"}},
 		{"path", "path", req{path: "/a"}, req{path: "/b"}},
 		{"composite", "header:X-Tenant, ip", req{header: map[string]string{"X-Tenant": "t1"}}, req{header: map[string]string{"X-Tenant": "t2"}}},

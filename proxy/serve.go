@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -103,18 +102,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ex.body = wrapBody(rec, r, s)
 	rec.body = ex.body
-	ex.client, ex.trusted = s.trust.ClientAddr(r)
+	// Routes, keys and the upstream all see the canonical request.
+	var err error
+	ex.client, ex.trusted, err = s.trust.canonicalize(r)
 	ex.id = r.Header.Get(hRequestID)
 	if !validRequestID(ex.id) {
 		ex.id = newRequestID()
 	}
 	ex.idValue[0] = ex.id
 	rec.Header()[hRequestID] = ex.idValue[:]
-	if hasDotSegment(r.URL.Path) {
-		// Matching sees the path as sent; an upstream that resolves dot
-		// segments could serve another route's endpoint past this
-		// route's limits. Clients have no business sending them.
-		problem.Error(rec, http.StatusBadRequest, "path has . or .. segments")
+	if err != nil {
+		problem.Error(rec, http.StatusBadRequest, err.Error())
 		return
 	}
 	match := s.cfg.Table.Match(r)
@@ -137,14 +135,20 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex *exchange) bool {
 	var body *routes.Body
 	if rt.r.ReadsBody {
-		// Nothing has counted this request yet: the part of the body the
-		// keys read must come as quickly as the headers.
-		lift := ex.body.wholeBy(time.Now().Add(s.cfg.ClientHeaderTimeout))
-		body = readKeyBody(r)
-		lift()
-		if f := ex.body.failure(); f != nil {
-			refuseBody(w, ex, f)
+		switch ct := r.Header["Content-Type"]; {
+		case len(ct) > 1:
+			problem.Error(w, http.StatusBadRequest, "Content-Type is given more than once; json: key sources need one")
 			return false
+		case len(ct) == 1 && routes.IsJSON(ct[0]):
+			// Nothing has counted this request yet: the part of the body
+			// the keys read must come as quickly as the headers.
+			lift := ex.body.wholeBy(time.Now().Add(s.cfg.ClientHeaderTimeout))
+			body = readKeyBody(r)
+			lift()
+			if f := ex.body.failure(); f != nil {
+				refuseBody(w, ex, f)
+				return false
+			}
 		}
 	}
 	n := len(rt.r.Limits)
@@ -154,7 +158,11 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 	var kb [128]byte
 	var m *matched // nil unless an override matched
 	for i, l := range rt.r.Limits {
-		k := l.Key.Append(kb[:0], r, ex.client, body)
+		k, err := l.Key.Append(kb[:0], r, ex.client, body)
+		if err != nil {
+			problem.Error(w, http.StatusBadRequest, err.Error())
+			return false
+		}
 		p := l.Policy
 		if l.Overrides != nil {
 			p = matchOverride(l, i, n, k, ex, &m)
@@ -325,18 +333,6 @@ func bucketKey(k []byte) string {
 	}
 	sum := sha256.Sum256(k)
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// hasDotSegment reports whether path has a "." or ".." segment.
-func hasDotSegment(path string) bool {
-	for path != "" {
-		var seg string
-		seg, path, _ = strings.Cut(path, "/")
-		if seg == "." || seg == ".." {
-			return true
-		}
-	}
-	return false
 }
 
 // readKeyBody reads up to routes.MaxKeyBody bytes of r's body for json: key

@@ -81,6 +81,10 @@ testdata/bad_max_body.yaml:13:15: routes[3].max_body: size "9000000000GiB" is to
 testdata/bad_max_body.yaml:16:15: routes[4].max_body: invalid size "-5" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)
 testdata/bad_max_body.yaml:19:15: routes[5].max_body: must be a single value, not a list`},
 	{"bad_key_prefix.yaml", `testdata/bad_key_prefix.yaml:3:54: store.redis.key_prefix: must not contain { or }`},
+	{"bad_match_path.yaml", `testdata/bad_match_path.yaml:4:19: routes[0].match.path: must be a canonical path, without //, . or .. segments, ; or \
+testdata/bad_match_path.yaml:4:45: routes[0].match.case_sensitive: must be true or false, not "maybe"
+testdata/bad_match_path.yaml:7:26: routes[1].match.path_prefix: must be a canonical path, without //, . or .. segments, ; or \
+testdata/bad_match_path.yaml:10:19: routes[2].match.path: must be a canonical path, without //, . or .. segments, ; or \`},
 	{"bad_min_version.yaml", `testdata/bad_min_version.yaml:2:16: tls.min_version: unknown TLS version "1.4" (want 1.0, 1.1, 1.2 or 1.3)`},
 	{"bad_missing_cert.yaml", `testdata/bad_missing_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate certs/api.pem: open testdata/certs/api.pem: no such file or directory
 testdata/bad_missing_cert.yaml:4:17: tls.certificates[0].key_file: loading key certs/api-key.pem: open testdata/certs/api-key.pem: no such file or directory`},

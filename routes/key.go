@@ -25,11 +25,26 @@ const (
 )
 
 // source is one compiled key source. name is the canonical header name,
-// the query parameter or the cookie name; path the json: field path.
+// the query parameter or the cookie name; path the json: field path; text
+// the source as written, which names it in errors.
 type source struct {
 	kind sourceKind
 	name string
-	path []string
+	path [][]byte
+	text string
+}
+
+// DuplicateError reports a key source that a request gives more than once:
+// a header sent twice, a query parameter or cookie given twice, a JSON
+// field given twice in any letter case. The gateway and the upstream could
+// pick different values, so such a request is refused.
+type DuplicateError struct {
+	// Source is the key source as configured, like "header:X-API-Key".
+	Source string
+}
+
+func (e *DuplicateError) Error() string {
+	return "key source " + e.Source + " is given more than once in the request"
 }
 
 // globalValue is the value of the global source: one bucket for everyone.
@@ -37,6 +52,12 @@ const globalValue = "global"
 
 // parseSource compiles one entry of a policy's key list.
 func parseSource(s string) (source, error) {
+	src, err := parseSourceKind(s)
+	src.text = s
+	return src, err
+}
+
+func parseSourceKind(s string) (source, error) {
 	switch s {
 	case "ip":
 		return source{kind: srcIP}, nil
@@ -74,11 +95,12 @@ func parseSource(s string) (source, error) {
 		}
 		return source{kind: srcCookie, name: name}, nil
 	case "json":
-		path := strings.Split(name, ".")
-		for _, p := range path {
+		var path [][]byte
+		for _, p := range strings.Split(name, ".") {
 			if p == "" {
 				return source{}, fmt.Errorf("invalid JSON field %q in key source %q: want a name or a dotted path, like json:user.id", name, s)
 			}
+			path = append(path, []byte(p))
 		}
 		return source{kind: srcJSON, path: path}, nil
 	}
@@ -128,46 +150,56 @@ func (k *Key) ReadsBody() bool {
 }
 
 // Append appends the bucket's key values, joined by '|' in the order of the
-// policy's key list: the VALUE format of GET /v1/limits. client is the
-// resolved client address; body is the request body when the route reads
-// one, else nil. A missing source appends an empty value, so an absent key
-// never escapes the limit. Append allocates nothing for ip, header, route,
-// method, path and global sources when dst has room.
-func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body) []byte {
-	for i, s := range k.sources {
+// policy's key list: the VALUE format of GET /v1/limits. r must be in
+// canonical form (see package proxy): its method, host and path are what
+// routes matched. client is the resolved client address; body is the
+// request body when the route reads one and it is JSON, else nil. A
+// missing source appends an empty value, so an absent key never escapes
+// the limit. A source the request gives more than once is a
+// *DuplicateError. Append allocates nothing for ip, header, query, cookie,
+// route, method, path and global sources when dst has room.
+func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body) ([]byte, error) {
+	for i := range k.sources {
+		s := &k.sources[i]
 		if i > 0 {
 			dst = append(dst, '|')
 		}
+		ok := true
 		switch s.kind {
 		case srcIP:
 			dst = appendClient(dst, client)
 		case srcHeader:
-			if v := r.Header[s.name]; len(v) > 0 {
+			v := r.Header[s.name]
+			ok = len(v) <= 1
+			if len(v) == 1 {
 				dst = append(dst, v[0]...)
 			}
 		case srcHost:
 			dst = append(dst, r.Host...)
 		case srcQuery:
 			if r.URL != nil {
-				dst = appendQuery(dst, r.URL.RawQuery, s.name)
+				dst, ok = appendQuery(dst, r.URL.RawQuery, s.name)
 			}
 		case srcCookie:
-			dst = appendCookie(dst, r.Header["Cookie"], s.name)
+			dst, ok = appendCookie(dst, r.Header["Cookie"], s.name)
 		case srcJSON:
-			dst = body.appendField(dst, s.path)
+			dst, ok = body.appendField(dst, s.path)
 		case srcRoute:
 			dst = append(dst, k.route...)
 		case srcMethod:
 			dst = append(dst, r.Method...)
 		case srcPath:
 			if r.URL != nil {
-				dst = append(dst, r.URL.Path...)
+				dst = appendMatchPath(dst, r.URL)
 			}
 		case srcGlobal:
 			dst = append(dst, globalValue...)
 		}
+		if !ok {
+			return dst, &DuplicateError{Source: s.text}
+		}
 	}
-	return dst
+	return dst, nil
 }
 
 // appendClient writes an IPv4 client as itself and an IPv6 client as its
@@ -184,9 +216,11 @@ func appendClient(dst []byte, a netip.Addr) []byte {
 	return p.AppendTo(dst)
 }
 
-// appendQuery writes the first value of parameter name in raw, decoding it
-// only when it is escaped.
-func appendQuery(dst []byte, raw, name string) []byte {
+// appendQuery writes the value of parameter name in raw, decoding it only
+// when it is escaped. It reports false when name occurs more than once.
+func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
+	found := false
+	var val string
 	for raw != "" {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
@@ -199,34 +233,47 @@ func appendQuery(dst []byte, raw, name string) []byte {
 				continue
 			}
 		}
-		if strings.ContainsAny(v, "%+") {
-			uv, err := url.QueryUnescape(v)
-			if err != nil {
-				return dst
-			}
-			return append(dst, uv...)
+		if found {
+			return dst, false
 		}
-		return append(dst, v...)
+		found, val = true, v
 	}
-	return dst
+	if !found {
+		return dst, true
+	}
+	if strings.ContainsAny(val, "%+") {
+		uv, err := url.QueryUnescape(val)
+		if err != nil {
+			return dst, true
+		}
+		return append(dst, uv...), true
+	}
+	return append(dst, val...), true
 }
 
-// appendCookie writes the value of the first cookie called name, without
-// surrounding quotes.
-func appendCookie(dst []byte, lines []string, name string) []byte {
+// appendCookie writes the value of the cookie called name, without
+// surrounding quotes. It reports false when name occurs more than once,
+// in one Cookie line or across several.
+func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
+	found := false
+	var val string
 	for _, line := range lines {
 		for line != "" {
 			var part string
 			part, line, _ = strings.Cut(line, ";")
 			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if !ok || k != name {
+			if !ok || strings.TrimSpace(k) != name {
 				continue
 			}
+			if found {
+				return dst, false
+			}
+			v = strings.TrimSpace(v)
 			if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
 				v = v[1 : len(v)-1]
 			}
-			return append(dst, v...)
+			found, val = true, v
 		}
 	}
-	return dst
+	return append(dst, val...), true
 }

@@ -21,13 +21,15 @@ type Table struct {
 	Routes []*Route
 }
 
-// Match returns the first route in file order matching r, or nil.
+// Match returns the first route in file order matching r, or nil. r must
+// be in canonical form (see package proxy); routes see its MatchPath.
 func (t *Table) Match(r *http.Request) *Route {
-	if t == nil {
+	if t == nil || len(t.Routes) == 0 {
 		return nil
 	}
+	p := MatchPath(r.URL)
 	for _, rt := range t.Routes {
-		if rt.Matches(r) {
+		if rt.matches(r, p) {
 			return rt
 		}
 	}
@@ -59,6 +61,7 @@ type Route struct {
 	wildcard   bool   // host is a suffix like ".example.com"
 	path       string
 	pathPrefix string
+	caseSens   bool // paths compare exactly, not ignoring ASCII case
 	methods    []string
 	headers    []headerMatch
 }
@@ -79,11 +82,15 @@ type Limit struct {
 	Overrides *Overrides
 }
 
-// Matches reports whether r satisfies every condition of the route's match:
-// host (port and a trailing dot ignored, case-insensitive; "*.example.com"
-// matches any name below example.com but not example.com itself), exact
-// path or plain path prefix, method, and headers.
-func (rt *Route) Matches(r *http.Request) bool {
+// Matches reports whether the canonical request r satisfies every
+// condition of the route's match: host (port and a trailing dot ignored,
+// case-insensitive; "*.example.com" matches any name below example.com but
+// not example.com itself), exact path (also with one trailing slash) or
+// plain path prefix, compared to MatchPath ignoring ASCII case unless the
+// route is case-sensitive, method, and headers.
+func (rt *Route) Matches(r *http.Request) bool { return rt.matches(r, MatchPath(r.URL)) }
+
+func (rt *Route) matches(r *http.Request, p string) bool {
 	if rt.host != "" {
 		h := requestHost(r)
 		if rt.wildcard {
@@ -94,11 +101,15 @@ func (rt *Route) Matches(r *http.Request) bool {
 			return false
 		}
 	}
-	p := r.URL.Path
-	if rt.path != "" && p != rt.path {
-		return false
+	if rt.path != "" {
+		if len(p) == len(rt.path)+1 && p[len(p)-1] == '/' {
+			p = p[:len(p)-1]
+		}
+		if !rt.samePath(p, rt.path) {
+			return false
+		}
 	}
-	if rt.pathPrefix != "" && !strings.HasPrefix(p, rt.pathPrefix) {
+	if rt.pathPrefix != "" && (len(p) < len(rt.pathPrefix) || !rt.samePath(p[:len(rt.pathPrefix)], rt.pathPrefix)) {
 		return false
 	}
 	if len(rt.methods) > 0 && !contains(rt.methods, r.Method) {
@@ -110,6 +121,17 @@ func (rt *Route) Matches(r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// CaseSensitive reports whether the route compares paths exactly
+// (match.case_sensitive) rather than ignoring ASCII case.
+func (rt *Route) CaseSensitive() bool { return rt.caseSens }
+
+func (rt *Route) samePath(a, b string) bool {
+	if rt.caseSens {
+		return a == b
+	}
+	return equalFoldASCII(a, b)
 }
 
 // requestHost returns the request's host without port or trailing dot.
@@ -289,7 +311,8 @@ func parseUpstream(s string) (*url.URL, error) {
 }
 
 func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
-	m := d.fields(n, path, "host", "path", "path_prefix", "methods", "headers")
+	m := d.fields(n, path, "host", "path", "path_prefix", "case_sensitive", "methods", "headers")
+	rt.caseSens = d.boolean(m, "case_sensitive", path).or(false)
 	if h := d.str(m, "host", path); h.set {
 		host := strings.ToLower(strings.TrimSuffix(h.v, "."))
 		if rest, ok := strings.CutPrefix(host, "*."); ok {
@@ -317,6 +340,10 @@ func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
 		}
 		if !strings.HasPrefix(v.v.v, "/") {
 			d.errorf(v.v.n, field(path, v.name), "must start with /")
+		} else if c, err := CanonicalPath(v.v.v); err != nil || c != v.v.v || strings.ContainsRune(c, ';') {
+			// Requests are matched in canonical form; this one could
+			// never match.
+			d.errorf(v.v.n, field(path, v.name), "must be a canonical path, without //, . or .. segments, ; or \\")
 		}
 		*v.dst = v.v.v
 	}

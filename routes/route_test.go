@@ -20,6 +20,12 @@ routes:
   - name: versioned
     match: {path_prefix: /v3, headers: {x-api-version: "2", X-Empty: ""}}
     upstream: http://127.0.0.1:9000
+  - name: case-sensitive
+    match: {path: /v4/Exact, case_sensitive: true}
+    upstream: http://127.0.0.1:9000
+  - name: case-sensitive-prefix
+    match: {path_prefix: /v5/A/, case_sensitive: true}
+    upstream: http://127.0.0.1:9000
   - name: ipv6-host
     match: {host: "::1"}
     upstream: http://127.0.0.1:9000
@@ -38,7 +44,17 @@ func TestMatch(t *testing.T) {
 		{"exact host and path", "GET", "/v1/ping", "api.example.com", nil, "exact-host"},
 		{"host case and port ignored", "GET", "/v1/ping", "API.Example.COM:8443", nil, "exact-host"},
 		{"host trailing dot ignored", "GET", "/v1/ping", "api.example.com.", nil, "exact-host"},
-		{"exact path differs", "GET", "/v1/ping/", "api.example.com", nil, "wildcard"},
+		{"exact path differs", "GET", "/v1/ping/x", "api.example.com", nil, "wildcard"},
+		{"exact path with one trailing slash", "GET", "/v1/ping/", "api.example.com", nil, "exact-host"},
+		{"exact path not with two", "GET", "/v1/ping//", "api.example.com", nil, "wildcard"},
+		{"path case ignored", "GET", "/V1/PING", "api.example.com", nil, "exact-host"},
+		{"segment parameters ignored", "GET", "/v1;x/ping;y=1", "api.example.com", nil, "exact-host"},
+		{"escaped letters decoded", "GET", "/%76%31/ping", "api.example.com", nil, "exact-host"},
+		{"escaped semicolon is no parameter", "GET", "/v1/ping%3Bx", "api.example.com", nil, "wildcard"},
+		{"case-sensitive route", "GET", "/v4/Exact", "x", nil, "case-sensitive"},
+		{"case-sensitive route differs", "GET", "/v4/exact", "x", nil, "catch-all"},
+		{"case-sensitive prefix", "GET", "/v5/A/b", "x", nil, "case-sensitive-prefix"},
+		{"case-sensitive prefix differs", "GET", "/v5/a/b", "x", nil, "catch-all"},
 		{"wildcard one label", "GET", "/v1/x", "www.example.com", nil, "wildcard"},
 		{"wildcard two labels", "GET", "/v1/x", "a.b.example.com:80", nil, "wildcard"},
 		{"wildcard excludes apex", "GET", "/v1/x", "example.com", nil, "catch-all"},

@@ -1,0 +1,146 @@
+package proxy
+
+import (
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+
+	"github.com/sluicehq/sluice/routes"
+)
+
+// untrustedHeaders are the fields a client could use to tell the upstream
+// another story than the request line and the peer (its address, scheme,
+// host, prefix, path or method). From a peer outside trusted_proxies they
+// are removed before matching; "X-Forwarded-" covers every field of that
+// prefix.
+var untrustedHeaders = []string{
+	"Forwarded",
+	"X-Real-Ip",
+	"True-Client-Ip",
+	"X-Original-Url",
+	"X-Rewrite-Url",
+	"X-Http-Method-Override",
+	"X-Method-Override",
+}
+
+// canonicalize puts r into the one form that routes, key sources and the
+// upstream all see (SPEC §4, "The request the limits see is the request
+// the upstream gets"): method upper-cased, path with repeated slashes
+// merged, host lower-cased without trailing dot and default port, header
+// names with "_" and headers named in Connection removed, forwarding
+// headers of an untrusted peer removed, and the query reduced to the
+// pairs that parse. It resolves the client address from what remains. An
+// error is the reason to answer 400; r is then left partly canonical.
+//
+// It changes r in place and allocates only for a request that is not
+// canonical already.
+func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, err error) {
+	r.Method = routes.CanonicalMethod(r.Method)
+	if err := canonicalPath(r.URL); err != nil {
+		return netip.Addr{}, false, err
+	}
+	r.Host = routes.CanonicalHost(r.Host, r.TLS != nil)
+	peer := peerAddr(r)
+	trusted = peer.IsValid() && t.Contains(peer)
+	cleanHeaders(r.Header, trusted)
+	r.URL.RawQuery = cleanQuery(r.URL.RawQuery)
+	client, _ = t.ClientAddr(r)
+	return client, trusted, nil
+}
+
+// canonicalPath rewrites u's path to its canonical form.
+func canonicalPath(u *url.URL) error {
+	esc := u.EscapedPath()
+	c, err := routes.CanonicalPath(esc)
+	if err != nil || c == esc {
+		return err
+	}
+	p, err := url.PathUnescape(c)
+	if err != nil {
+		return routes.ErrPathEscape
+	}
+	u.Path, u.RawPath = p, ""
+	if u.EscapedPath() != c {
+		u.RawPath = c // keeps escapes such as %2F as sent
+	}
+	return nil
+}
+
+// cleanHeaders drops the fields that must reach neither the matcher nor
+// the upstream: names containing "_" (WSGI and CGI upstreams read
+// X_Forwarded_For as X-Forwarded-For), fields named in Connection (hop by
+// hop: the upstream never gets them, so neither do routes and keys), and
+// from an untrusted peer the forwarding fields.
+func cleanHeaders(h http.Header, trusted bool) {
+	for name := range h {
+		if strings.IndexByte(name, '_') >= 0 || !trusted && untrusted(name) {
+			delete(h, name)
+		}
+	}
+	for _, line := range h["Connection"] {
+		for line != "" {
+			var tok string
+			tok, line, _ = strings.Cut(line, ",")
+			tok = strings.TrimSpace(tok)
+			// ReverseProxy itself needs Upgrade and TE to pass a WebSocket
+			// upgrade and trailers on; it removes them from the outgoing
+			// request all the same.
+			if tok == "" || strings.EqualFold(tok, "Upgrade") || strings.EqualFold(tok, "Te") || strings.EqualFold(tok, "Connection") {
+				continue
+			}
+			for name := range h {
+				if strings.EqualFold(name, tok) {
+					delete(h, name)
+				}
+			}
+		}
+	}
+}
+
+func untrusted(name string) bool {
+	if len(name) > len("X-Forwarded-") && strings.EqualFold(name[:len("X-Forwarded-")], "X-Forwarded-") {
+		return true
+	}
+	for _, u := range untrustedHeaders {
+		if strings.EqualFold(name, u) {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanQuery returns raw reduced to the pairs that parse, as
+// httputil.ReverseProxy would reduce it on the way out: a query with a
+// ";" or a broken escape is re-encoded from what url.ParseQuery keeps.
+// Doing it here means the keys read the query the upstream receives.
+func cleanQuery(raw string) string {
+	if strings.Count(raw, "&") >= maxQueryParams {
+		return reencodeQuery(raw)
+	}
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case ';':
+			return reencodeQuery(raw)
+		case '%':
+			if i+2 >= len(raw) || !isHex(raw[i+1]) || !isHex(raw[i+2]) {
+				return reencodeQuery(raw)
+			}
+			i += 2
+		}
+	}
+	return raw
+}
+
+// maxQueryParams is the number of query parameters net/url parses (and
+// httputil.ReverseProxy keeps) by default.
+const maxQueryParams = 10000
+
+func reencodeQuery(raw string) string {
+	v, _ := url.ParseQuery(raw)
+	return v.Encode()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}

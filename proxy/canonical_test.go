@@ -1,0 +1,309 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
+)
+
+// canonicalConfig has a limited route per kind of key source beside a
+// catch-all unlimited one; each route forwards under its own upstream
+// path, so the path the upstream sees names the route too.
+const canonicalConfig = `
+log: {log_keys: true}
+routes:
+  - name: otp
+    match: {path: /v1/otp, methods: [POST]}
+    upstream: %[1]s/otp
+    limits:
+      - {algorithm: sliding_window_log, limit: 100, window: 10m, key: [json:phone]}
+  - name: keyed
+    match: {path_prefix: /v1/keyed}
+    upstream: %[1]s/keyed
+    strip_prefix: /v1
+    limits:
+      - {algorithm: fixed_window, limit: 100, window: 1m, key: [header:X-API-Key, query:api_key, cookie:sid]}
+  - name: hosted
+    match: {path: /v1/host}
+    upstream: %[1]s/host
+    limits:
+      - {algorithm: fixed_window, limit: 100, window: 1m, key: [header:Host, method, path]}
+  - name: v2
+    match: {path: /v1/v2, headers: {X-Api-Version: "2"}}
+    upstream: %[1]s/v2
+    limits:
+      - {algorithm: fixed_window, limit: 100, window: 1m, key: [ip]}
+  - name: all
+    upstream: %[1]s/all
+`
+
+// seen is what the upstream received.
+type seen struct {
+	method, uri, host string
+	header            http.Header
+}
+
+// canonicalRig is a gateway on a real listener, with a recording upstream
+// and the access log kept for the key values.
+type canonicalRig struct {
+	addr string
+	mu   sync.Mutex
+	got  []seen
+	log  *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func newCanonicalRig(t *testing.T, trusted string) *canonicalRig {
+	t.Helper()
+	rig := &canonicalRig{log: &syncBuffer{}}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		rig.mu.Lock()
+		rig.got = append(rig.got, seen{r.Method, r.RequestURI, r.Host, r.Header.Clone()})
+		rig.mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	yaml := fmt.Sprintf(canonicalConfig, up.URL)
+	if trusted != "" {
+		yaml += "trusted_proxies: [" + trusted + "]\n"
+	}
+	cfg, err := routes.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Logger: slog.New(slog.NewJSONHandler(rig.log, nil))})
+	g.Load(cfg, store)
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	rig.addr = srv.Listener.Addr().String()
+	return rig
+}
+
+// send writes raw to the gateway as bytes, so nothing normalises it on the
+// way, and returns the status and what the upstream saw (nil if nothing).
+func (rig *canonicalRig) send(t *testing.T, raw string) (int, *seen) {
+	t.Helper()
+	rig.mu.Lock()
+	before := len(rig.got)
+	rig.mu.Unlock()
+	c, err := net.DialTimeout("tcp", rig.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the response to %q: %v", raw, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	rig.mu.Lock()
+	defer rig.mu.Unlock()
+	if len(rig.got) > before {
+		s := rig.got[len(rig.got)-1]
+		return resp.StatusCode, &s
+	}
+	return resp.StatusCode, nil
+}
+
+// lastKeys returns the key values of the last access log line.
+func (rig *canonicalRig) lastKeys(t *testing.T) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(rig.log.String()), "\n")
+	var l struct {
+		Keys []string `json:"keys"`
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &l); err != nil {
+		t.Fatal(err)
+	}
+	return l.Keys
+}
+
+// req builds a raw HTTP/1.1 request; body gets its Content-Length.
+func req(line string, headers []string, body string) string {
+	var b strings.Builder
+	b.WriteString(line + "\r\n")
+	hasHost := false
+	for _, h := range headers {
+		hasHost = hasHost || strings.HasPrefix(strings.ToLower(h), "host:")
+	}
+	if !hasHost {
+		b.WriteString("Host: acme.example.com\r\n")
+	}
+	for _, h := range headers {
+		b.WriteString(h + "\r\n")
+	}
+	if body != "" {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
+	}
+	b.WriteString("Connection: close\r\n\r\n" + body)
+	return b.String()
+}
+
+const jsonCT = "Content-Type: application/json"
+
+// TestCanonicalRequest lists each way of spelling a request differently
+// that got past a limit before the request had one canonical form, and
+// what sluice does with it: the status, the upstream request (method and
+// path, so also the route), the key values, and the fields the upstream
+// must not get.
+func TestCanonicalRequest(t *testing.T) {
+	t.Parallel()
+	rig := newCanonicalRig(t, "")
+	for _, tc := range []struct {
+		name    string
+		raw     string
+		status  int
+		method  string // at the upstream; "" with uri ""
+		uri     string // at the upstream; "" when nothing may reach it
+		keys    []string
+		missing []string // fields the upstream must not see
+	}{
+		{"json plain", req("POST /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1/otp", []string{"+15550001"}, nil},
+		{"json field twice in another case", req("POST /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"r1","Phone":"+15550001"}`), 400, "", "", nil, nil},
+		{"json field twice exactly", req("POST /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"r1","phone":"+15550001"}`), 400, "", "", nil, nil},
+		{"json vendor type", req("POST /v1/otp HTTP/1.1", []string{"Content-Type: application/vnd.acme+json; charset=utf-8"}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1/otp", []string{"+15550001"}, nil},
+		{"form body that parses as JSON", req("POST /v1/otp HTTP/1.1", []string{"Content-Type: application/x-www-form-urlencoded"}, `{"phone":"r1"}`), 200, "POST", "/otp/v1/otp", []string{""}, nil},
+		{"body without a type", req("POST /v1/otp HTTP/1.1", nil, `{"phone":"r1"}`), 200, "POST", "/otp/v1/otp", []string{""}, nil},
+		{"two content types", req("POST /v1/otp HTTP/1.1", []string{"Content-Type: text/plain", jsonCT}, `{"phone":"r1"}`), 400, "", "", nil, nil},
+		{"number 1", req("POST /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":1}`), 200, "POST", "/otp/v1/otp", []string{"1"}, nil},
+		{"number 1.0", req("POST /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":1.0}`), 200, "POST", "/otp/v1/otp", []string{"1"}, nil},
+		{"number 1e0", req("POST /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":1e0}`), 200, "POST", "/otp/v1/otp", []string{"1"}, nil},
+		{"escaped string", req("POST /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"\u002b15550001"}`), 200, "POST", "/otp/v1/otp", []string{"+15550001"}, nil},
+		{"path trailing slash", req("POST /v1/otp/ HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1/otp/", []string{"+15550001"}, nil},
+		{"path double slash", req("POST //v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1/otp", []string{"+15550001"}, nil},
+		{"path upper case", req("POST /V1/OTP HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/V1/OTP", []string{"+15550001"}, nil},
+		{"path parameter at the end", req("POST /v1/otp;x=1 HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1/otp;x=1", []string{"+15550001"}, nil},
+		{"path parameter inside", req("POST /v1;x/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1;x/otp", []string{"+15550001"}, nil},
+		{"path dot-dot with parameter", req("POST /x/..;/v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 400, "", "", nil, nil},
+		{"path backslashes", req(`POST /x\..\v1/otp HTTP/1.1`, []string{jsonCT}, `{"phone":"+15550001"}`), 400, "", "", nil, nil},
+		{"path escaped dot-dot", req("POST /x/%2e%2e/v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 400, "", "", nil, nil},
+		{"path encoded NUL", req("POST /v1/otp%00 HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 400, "", "", nil, nil},
+		{"method lower case", req("post /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1/otp", []string{"+15550001"}, nil},
+		{"header twice", req("GET /v1/keyed HTTP/1.1", []string{"X-API-Key: a", "X-Api-Key: b"}, ""), 400, "", "", nil, nil},
+		{"query parameter twice", req("GET /v1/keyed?api_key=a&api_key=b HTTP/1.1", nil, ""), 400, "", "", nil, nil},
+		{"query parameter twice escaped", req("GET /v1/keyed?api_key=a&api%5Fkey=b HTTP/1.1", nil, ""), 400, "", "", nil, nil},
+		{"cookie twice", req("GET /v1/keyed HTTP/1.1", []string{"Cookie: sid=a; sid=b"}, ""), 400, "", "", nil, nil},
+		{"cookie twice on two lines", req("GET /v1/keyed HTTP/1.1", []string{"Cookie: sid=a", "Cookie: sid=b"}, ""), 400, "", "", nil, nil},
+		{"key sources once", req("GET /v1/keyed?api_key=q HTTP/1.1", []string{"X-API-Key: h", "Cookie: sid=c; other=1"}, ""), 200, "GET", "/keyed/keyed?api_key=q", []string{"h|q|c"}, nil},
+		{"query with a semicolon", req("GET /v1/keyed?api_key=a;api_key=b&x=1 HTTP/1.1", nil, ""), 200, "GET", "/keyed/keyed?x=1", []string{"||"}, nil},
+		{"encoded slash stays encoded", req("GET /v1/keyed/a%2Fb HTTP/1.1", nil, ""), 200, "GET", "/keyed/keyed/a%2Fb", []string{"||"}, nil},
+		{"strip_prefix ignores case and parameters", req("GET /V1;p/keyed/x HTTP/1.1", nil, ""), 200, "GET", "/keyed/keyed/x", []string{"||"}, nil},
+		{"host", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
+		{"host upper case", req("GET /v1/host HTTP/1.1", []string{"Host: ACME.example.com"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
+		{"host trailing dot", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com."}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
+		{"host default port", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com:80"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
+		{"path key without parameters", req("get /v1/host;x HTTP/1.1", nil, ""), 200, "GET", "/host/v1/host;x", []string{"acme.example.com|GET|/v1/host"}, nil},
+		{"underscore header", req("GET /v1/keyed HTTP/1.1", []string{"X_Forwarded_For: 198.51.100.1", "X_API_Key: k"}, ""), 200, "GET", "/keyed/keyed", []string{"||"}, []string{"X_forwarded_for", "X_api_key"}},
+		{"header named in Connection is no key", req("GET /v1/keyed HTTP/1.1", []string{"X-API-Key: k", "Connection: X-API-Key"}, ""), 200, "GET", "/keyed/keyed", []string{"||"}, []string{"X-Api-Key"}},
+		{"header named in Connection matches nothing", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "Connection: x-api-version"}, ""), 200, "GET", "/all/v1/v2", nil, []string{"X-Api-Version"}},
+		{"header matches", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2"}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, nil},
+		{"untrusted forwarding fields", req("GET /v1/v2 HTTP/1.1", []string{
+			"X-Api-Version: 2", "X-Forwarded-For: 198.51.100.1", "X-Real-IP: 198.51.100.2", "True-Client-IP: 198.51.100.3",
+			"Forwarded: for=198.51.100.4", "X-Forwarded-Prefix: /admin", "X-Forwarded-Port: 8443", "X-Forwarded-Ssl: on",
+			"X-Original-URL: /admin", "X-Rewrite-URL: /admin", "X-HTTP-Method-Override: DELETE", "X-Method-Override: DELETE",
+		}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, []string{
+			"True-Client-Ip", "Forwarded", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Ssl",
+			"X-Original-Url", "X-Rewrite-Url", "X-Http-Method-Override", "X-Method-Override",
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, got := rig.send(t, tc.raw)
+			if status != tc.status {
+				t.Errorf("got status %d, want %d", status, tc.status)
+			}
+			switch {
+			case tc.uri == "" && got != nil:
+				t.Fatalf("upstream got %s %s, want nothing", got.method, got.uri)
+			case tc.uri == "":
+				return
+			case got == nil:
+				t.Fatalf("upstream got nothing, want %s %s", tc.method, tc.uri)
+			}
+			if got.method != tc.method || got.uri != tc.uri {
+				t.Errorf("upstream got %s %s, want %s %s", got.method, got.uri, tc.method, tc.uri)
+			}
+			if keys := rig.lastKeys(t); tc.keys != nil && fmt.Sprint(keys) != fmt.Sprint(tc.keys) {
+				t.Errorf("got keys %q, want %q", keys, tc.keys)
+			}
+			for _, h := range tc.missing {
+				if v, ok := got.header[h]; ok {
+					t.Errorf("upstream got %s: %q, want it removed", h, v)
+				}
+			}
+			for name := range got.header {
+				if strings.Contains(name, "_") {
+					t.Errorf("upstream got header %s, want no names with _", name)
+				}
+			}
+			if xfh := got.header.Get("X-Forwarded-Host"); strings.HasPrefix(tc.name, "host") && xfh != "acme.example.com" {
+				t.Errorf("upstream got X-Forwarded-Host %q, want acme.example.com", xfh)
+			}
+			if strings.HasPrefix(tc.name, "untrusted") {
+				if xff := got.header.Get("X-Forwarded-For"); xff != "127.0.0.1" {
+					t.Errorf("upstream got X-Forwarded-For %q, want 127.0.0.1 (the peer alone)", xff)
+				}
+				if rip := got.header.Get("X-Real-Ip"); rip != "127.0.0.1" {
+					t.Errorf("upstream got X-Real-IP %q, want 127.0.0.1", rip)
+				}
+			}
+		})
+	}
+}
+
+// TestCanonicalTrustedForwarding checks that a trusted proxy's forwarding
+// fields pass, and that one named in Connection is gone before the client
+// address is read from it.
+func TestCanonicalTrustedForwarding(t *testing.T) {
+	t.Parallel()
+	rig := newCanonicalRig(t, "127.0.0.1/32")
+	status, got := rig.send(t, req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "X-Forwarded-For: 198.51.100.1", "X-Forwarded-Prefix: /api"}, ""))
+	if status != 200 || got == nil {
+		t.Fatalf("got status %d, want 200", status)
+	}
+	if keys := rig.lastKeys(t); fmt.Sprint(keys) != "[198.51.100.1]" {
+		t.Errorf("got keys %q, want [198.51.100.1]", keys)
+	}
+	if v := got.header.Get("X-Forwarded-Prefix"); v != "/api" {
+		t.Errorf("upstream got X-Forwarded-Prefix %q, want /api from a trusted proxy", v)
+	}
+	status, _ = rig.send(t, req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "X-Forwarded-For: 198.51.100.1", "Connection: X-Forwarded-For"}, ""))
+	if keys := rig.lastKeys(t); status != 200 || fmt.Sprint(keys) != "[127.0.0.1]" {
+		t.Errorf("X-Forwarded-For named in Connection: got status %d keys %q, want 200 [127.0.0.1]", status, keys)
+	}
+}

@@ -1,0 +1,139 @@
+package routes
+
+import (
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// TestJSONKey lists the ways one JSON value can be spelled and what a
+// json: source makes of each.
+func TestJSONKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, source, body, want string
+		dup                      bool
+	}{
+		{"string", "json:phone", `{"phone":"+15550001"}`, "+15550001", false},
+		{"string unescaped", "json:phone", `{"phone":"\u002b1555\u0030001"}`, "+15550001", false},
+		{"name escaped", "json:phone", `{"ph\u006fne":"+15550001"}`, "+15550001", false},
+		{"name in another case", "json:phone", `{"Phone":"+15550001"}`, "+15550001", false},
+		{"same name twice in another case", "json:phone", `{"phone":"r1","Phone":"+15550001"}`, "", true},
+		{"same name twice", "json:phone", `{"phone":"r1","phone":"+15550001"}`, "", true},
+		{"same name twice escaped", "json:phone", `{"phone":"r1","PHON\u0045":"+15550001"}`, "", true},
+		{"Kelvin sign folds to k", "json:key", `{"key":"a","\u212aey":"b"}`, "", true},
+		{"duplicate on the path", "json:user.id", `{"user":{"id":1},"USER":{"id":2}}`, "", true},
+		{"duplicate inside the value", "json:user.id", `{"user":{"id":1,"Id":2}}`, "", true},
+		{"duplicate off the path is fine", "json:phone", `{"phone":"1","x":1,"X":2}`, "1", false},
+		{"integer", "json:n", `{"n":1}`, "1", false},
+		{"integer as decimal", "json:n", `{"n":1.0}`, "1", false},
+		{"integer with exponent", "json:n", `{"n":1e0}`, "1", false},
+		{"integer with big exponent", "json:n", `{"n":10E-1}`, "1", false},
+		{"minus zero", "json:n", `{"n":-0.0}`, "0", false},
+		{"fraction", "json:n", `{"n":1.50}`, "1.5", false},
+		{"large", "json:n", `{"n":15550001000}`, "15550001000", false},
+		{"huge", "json:n", `{"n":1e300}`, "1e+300", false},
+		{"out of float range", "json:n", `{"n":1e400}`, "+Inf", false},
+		{"bool", "json:b", `{"b":true}`, "true", false},
+		{"null", "json:b", `{"b":null}`, "", false},
+		{"object", "json:b", `{"b":{"c":1}}`, "", false},
+		{"array index", "json:a.1", `{"a":["x","y"]}`, "y", false},
+		{"array index out of range", "json:a.2", `{"a":["x","y"]}`, "", false},
+		{"not an index", "json:a.x", `{"a":["x","y"]}`, "", false},
+		{"form body", "json:phone", `phone=%2B15550001`, "", false},
+		{"trailing data", "json:phone", `{"phone":"1"} {"phone":"2"}`, "", false},
+		{"truncated", "json:phone", `{"phone":"1"`, "", false},
+		{"invalid UTF-8", "json:phone", "{\"phone\":\"\xff\"}", "", false},
+		{"top-level array", "json:0.phone", `[{"phone":"1"}]`, "1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			k := keyOf(t, "otp", tc.source)
+			got, err := k.Append(nil, httptest.NewRequest("POST", "/", nil), netip.Addr{}, NewBody([]byte(tc.body)))
+			var de *DuplicateError
+			if tc.dup {
+				if !errors.As(err, &de) || de.Source != tc.source {
+					t.Fatalf("got %q, %v; want a DuplicateError naming %s", got, err, tc.source)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %q, %v; want %q, nil", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestIsJSON(t *testing.T) {
+	t.Parallel()
+	for ct, want := range map[string]bool{
+		"application/json":                  true,
+		"Application/JSON; charset=utf-8":   true,
+		"application/vnd.api+json":          true,
+		"application/merge-patch+JSON":      true,
+		"application/+json":                 false,
+		"application/x-www-form-urlencoded": false,
+		"text/json":                         false,
+		"application/jsonx":                 false,
+		"application/a b+json":              false,
+		"":                                  false,
+		"multipart/form-data; boundary=x":   false,
+	} {
+		if got := IsJSON(ct); got != want {
+			t.Errorf("IsJSON(%q): got %v, want %v", ct, got, want)
+		}
+	}
+}
+
+// kibBody is a 1 KiB JSON body with the key field last, so the scan covers
+// all of it.
+func kibBody() []byte {
+	var b strings.Builder
+	b.WriteString(`{"user":{"name":"Ada Lovelace","email":"ada@example.com","tags":["a","b","c"]},"items":[`)
+	for i := 0; b.Len() < 960; i++ {
+		fmt.Fprintf(&b, `{"id":%d,"sku":"SKU-%05d","qty":%d},`, i, i, i%7)
+	}
+	b.WriteString(`{"id":0}],"phone":"+15550001"}`)
+	return []byte(b.String())
+}
+
+func TestJSONKeyAllocs(t *testing.T) {
+	raw := kibBody()
+	k := keyOf(t, "otp", "json:phone")
+	r := httptest.NewRequest("POST", "/", nil)
+	buf := make([]byte, 0, 64)
+	body := NewBody(raw)
+	buf, _ = k.Append(buf[:0], r, netip.Addr{}, body)
+	if string(buf) != "+15550001" {
+		t.Fatalf("got %q, want +15550001", buf)
+	}
+	if got := testing.AllocsPerRun(200, func() { buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(raw)) }); got > 2 {
+		t.Errorf("got %v allocs per json: key of a 1 KiB body, want at most 2", got)
+	}
+}
+
+func BenchmarkJSONKey(b *testing.B) {
+	raw := kibBody()
+	k := keyOf(b, "otp", "json:phone")
+	r := httptest.NewRequest("POST", "/", nil)
+	b.SetBytes(int64(len(raw)))
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 64)
+		for b.Loop() {
+			buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(raw))
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			buf := make([]byte, 0, 64)
+			for pb.Next() {
+				buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(raw))
+			}
+		})
+	})
+}

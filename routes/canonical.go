@@ -1,0 +1,277 @@
+package routes
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+)
+
+// Errors of CanonicalPath. Each answers 400: an upstream framework could
+// resolve such a path to another route's endpoint, past this route's
+// limits.
+var (
+	ErrDotSegment  = errors.New("path has a . or .. segment")
+	ErrBackslash   = errors.New("path has a backslash")
+	ErrEncodedNUL  = errors.New("path has an encoded NUL")
+	ErrPathEscape  = errors.New("path has an invalid % escape")
+	ErrNotAbsolute = errors.New("path must start with /")
+)
+
+// CanonicalPath returns the canonical form of an escaped request path:
+// repeated slashes merged into one, everything else (escapes, letter case,
+// ";parameters", a trailing slash) kept as sent. It refuses a path with a
+// "." or ".." segment (also as "..;", or escaped), a backslash (also as
+// %5C), an encoded NUL or a broken escape. It returns escaped itself when
+// nothing changes, and canonicalising its result again changes nothing.
+// "*" (as in OPTIONS *) is canonical.
+func CanonicalPath(escaped string) (string, error) {
+	if escaped == "" {
+		return "/", nil
+	}
+	if escaped == "*" {
+		return escaped, nil
+	}
+	if escaped[0] != '/' {
+		return "", ErrNotAbsolute
+	}
+	merge := false
+	for i := 0; i < len(escaped); i++ {
+		switch c := escaped[i]; c {
+		case '\\':
+			return "", ErrBackslash
+		case '%':
+			if i+2 >= len(escaped) || !isHex(escaped[i+1]) || !isHex(escaped[i+2]) {
+				return "", ErrPathEscape
+			}
+			switch b := unhex(escaped[i+1])<<4 | unhex(escaped[i+2]); b {
+			case 0:
+				return "", ErrEncodedNUL
+			case '\\':
+				return "", ErrBackslash
+			}
+			i += 2
+		case '/':
+			if i+1 < len(escaped) && escaped[i+1] == '/' {
+				merge = true
+			}
+		}
+	}
+	for rest := escaped[1:]; ; {
+		seg, tail, more := strings.Cut(rest, "/")
+		name, _, _ := strings.Cut(seg, ";")
+		if dotSegment(name) {
+			return "", ErrDotSegment
+		}
+		if !more {
+			break
+		}
+		rest = tail
+	}
+	if !merge {
+		return escaped, nil
+	}
+	var b strings.Builder
+	b.Grow(len(escaped))
+	for i := 0; i < len(escaped); i++ {
+		if escaped[i] == '/' && i > 0 && escaped[i-1] == '/' {
+			continue
+		}
+		b.WriteByte(escaped[i])
+	}
+	return b.String(), nil
+}
+
+// dotSegment reports whether the escaped segment name, decoded, is "." or
+// "..", or holds one between encoded slashes (an upstream that decodes
+// %2F before resolving would see it).
+func dotSegment(name string) bool {
+	n, dots := 0, true
+	for i := 0; i <= len(name); i++ {
+		c := byte('/')
+		if i < len(name) {
+			c = name[i]
+			if c == '%' && i+2 < len(name) {
+				c = unhex(name[i+1])<<4 | unhex(name[i+2])
+				i += 2
+			}
+		}
+		if c == '/' {
+			if dots && (n == 1 || n == 2) {
+				return true
+			}
+			n, dots = 0, true
+			continue
+		}
+		n++
+		dots = dots && c == '.'
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0'
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10
+	}
+	return 0
+}
+
+// CanonicalMethod returns the method upper-cased (ASCII), as it is matched
+// and forwarded: "post" is POST.
+func CanonicalMethod(m string) string { return upperASCII(m) }
+
+// CanonicalHost returns the request host as it is matched and keyed:
+// lower-cased (ASCII), without trailing dots, without the scheme's default
+// port (80, or 443 when tls), and without an empty port. Canonicalising
+// its result again changes nothing.
+func CanonicalHost(host string, tls bool) string {
+	name, port := host, ""
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i >= 0 {
+			name, port = host[:i+1], host[i+1:]
+		}
+	} else if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host, ':') == i {
+		name, port = host[:i], host[i:]
+	}
+	for strings.HasSuffix(name, ".") {
+		name = name[:len(name)-1]
+	}
+	if p, ok := strings.CutPrefix(port, ":"); ok {
+		digits := strings.TrimLeft(p, "0")
+		if digits == "" && p != "" {
+			digits = "0"
+		}
+		switch {
+		case p == "", tls && digits == "443", !tls && digits == "80":
+			port = ""
+		case allDigits(p):
+			port = ":" + digits
+		}
+	}
+	if len(name)+len(port) != len(host) || port != "" && port != host[len(host)-len(port):] {
+		host = name + port
+	}
+	return lowerASCII(host)
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func upperASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'a' <= s[i] && s[i] <= 'z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'a' <= b[j] && b[j] <= 'z' {
+					b[j] -= 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if 'A' <= b[j] && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// equalFoldASCII reports whether a and b are equal ignoring ASCII case.
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if x == y {
+			continue
+		}
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchPath returns the path routes match against for a canonical URL:
+// decoded, each segment's ";parameters" removed, and the empty segments
+// that leaves merged. It allocates only when the path has parameters.
+func MatchPath(u *url.URL) string {
+	if u.RawPath == "" && strings.IndexByte(u.Path, ';') < 0 {
+		return u.Path
+	}
+	return string(appendMatchPath(nil, u))
+}
+
+// appendMatchPath appends MatchPath(u) to dst.
+func appendMatchPath(dst []byte, u *url.URL) []byte {
+	if u.RawPath == "" {
+		if strings.IndexByte(u.Path, ';') < 0 {
+			return append(dst, u.Path...)
+		}
+		return appendStripped(dst, u.Path, false)
+	}
+	return appendStripped(dst, u.RawPath, true)
+}
+
+// appendStripped appends path without its segments' ";parameters" and
+// without the empty segments they leave, decoding escapes when escaped.
+// A trailing slash stays.
+func appendStripped(dst []byte, path string, escaped bool) []byte {
+	if !strings.HasPrefix(path, "/") {
+		return append(dst, path...)
+	}
+	wrote := false
+	for rest := path[1:]; ; {
+		seg, tail, more := strings.Cut(rest, "/")
+		name, _, _ := strings.Cut(seg, ";")
+		if escaped && strings.IndexByte(name, '%') >= 0 {
+			if s, err := url.PathUnescape(name); err == nil {
+				name = s
+			}
+		}
+		if name != "" {
+			dst = append(dst, '/')
+			dst = append(dst, name...)
+			wrote = true
+		}
+		if !more {
+			if name == "" || !wrote {
+				dst = append(dst, '/')
+			}
+			return dst
+		}
+		rest = tail
+	}
+}

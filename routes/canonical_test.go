@@ -1,0 +1,110 @@
+package routes
+
+import (
+	"net/url"
+	"testing"
+)
+
+func TestCanonicalPath(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in, want string
+		err      error
+	}{
+		{"/v1/otp", "/v1/otp", nil},
+		{"", "/", nil},
+		{"*", "*", nil},
+		{"//v1//otp", "/v1/otp", nil},
+		{"/v1/otp/", "/v1/otp/", nil},
+		{"/v1/otp//", "/v1/otp/", nil},
+		{"/V1/OTP", "/V1/OTP", nil},
+		{"/v1/otp;x=1", "/v1/otp;x=1", nil},
+		{"/v1;x/otp", "/v1;x/otp", nil},
+		{"/a%2Fb", "/a%2Fb", nil},
+		{"/v1/.well-known/x", "/v1/.well-known/x", nil},
+		{"/a..b/c", "/a..b/c", nil},
+		{"/x/../v1/otp", "", ErrDotSegment},
+		{"/x/..;/v1/otp", "", ErrDotSegment},
+		{"/x/.;y/v1", "", ErrDotSegment},
+		{"/./x", "", ErrDotSegment},
+		{"/x/..", "", ErrDotSegment},
+		{"/x/%2e%2E/v1", "", ErrDotSegment},
+		{"/x%2F..%2Fv1", "", ErrDotSegment},
+		{`/x\..\v1/otp`, "", ErrBackslash},
+		{"/x%5c..%5Cv1/otp", "", ErrBackslash},
+		{"/v1/otp%00", "", ErrEncodedNUL},
+		{"/v1/%zz", "", ErrPathEscape},
+		{"/v1/%2", "", ErrPathEscape},
+		{"v1/otp", "", ErrNotAbsolute},
+	} {
+		got, err := CanonicalPath(tc.in)
+		if got != tc.want || err != tc.err {
+			t.Errorf("CanonicalPath(%q): got %q, %v; want %q, %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestCanonicalHost(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		tls  bool
+		want string
+	}{
+		{"acme.example.com", false, "acme.example.com"},
+		{"ACME.example.com", false, "acme.example.com"},
+		{"acme.example.com.", false, "acme.example.com"},
+		{"acme.example.com..", false, "acme.example.com"},
+		{"acme.example.com:80", false, "acme.example.com"},
+		{"acme.example.com.:080", false, "acme.example.com"},
+		{"acme.example.com:", false, "acme.example.com"},
+		{"acme.example.com:443", false, "acme.example.com:443"},
+		{"acme.example.com:443", true, "acme.example.com"},
+		{"acme.example.com:80", true, "acme.example.com:80"},
+		{"acme.example.com:08080", false, "acme.example.com:8080"},
+		{"[::1]:80", false, "[::1]"},
+		{"[::1]:8080", false, "[::1]:8080"},
+		{"", false, ""},
+	} {
+		if got := CanonicalHost(tc.in, tc.tls); got != tc.want {
+			t.Errorf("CanonicalHost(%q, tls %v): got %q, want %q", tc.in, tc.tls, got, tc.want)
+		}
+	}
+}
+
+func TestCanonicalMethod(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{"post": "POST", "Post": "POST", "GET": "GET", "m-search": "M-SEARCH"} {
+		if got := CanonicalMethod(in); got != want {
+			t.Errorf("CanonicalMethod(%q): got %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestMatchPath(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"/v1/otp":     "/v1/otp",
+		"/v1/otp;x=1": "/v1/otp",
+		"/v1;x/otp":   "/v1/otp",
+		"/v1/;x/otp":  "/v1/otp",
+		"/v1/otp/;x":  "/v1/otp/",
+		"/;x":         "/",
+		"/":           "/",
+		"/%76%31/otp": "/v1/otp",
+		"/v1/otp%3Bx": "/v1/otp;x",
+		"/a%2Fb;p/c":  "/a/b/c",
+	} {
+		u, err := url.Parse(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := MatchPath(u)
+		if got != want {
+			t.Errorf("MatchPath(%q): got %q, want %q", in, got, want)
+		}
+		if b := appendMatchPath([]byte("k|"), u); string(b) != "k|"+want {
+			t.Errorf("appendMatchPath(%q): got %q, want %q", in, b, "k|"+want)
+		}
+	}
+}
