@@ -5,10 +5,20 @@ GO ?= go
 
 # test installs redis-server when it is missing, then runs every test with
 # the race detector; SLUICE_REQUIRE_REDIS=1 makes a missing Redis a failure,
-# never a skip.
+# never a skip. Then each fuzz target runs for FUZZTIME beyond its seed
+# corpus (testdata/fuzz), which the race run has already replayed.
+FUZZTIME ?= 3s
+
 test:
 	./scripts/test-deps.sh
 	SLUICE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalRequest$$' -fuzztime $(FUZZTIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzClientAddr$$' -fuzztime $(FUZZTIME) ./proxy
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyHeader$$' -fuzztime $(FUZZTIME) ./routes
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyQuery$$' -fuzztime $(FUZZTIME) ./routes
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyCookie$$' -fuzztime $(FUZZTIME) ./routes
+	$(GO) test -run '^$$' -fuzz '^FuzzKeyJSON$$' -fuzztime $(FUZZTIME) ./routes
+	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./routes
 
 # soak runs a minute of mixed traffic and reloads against the real binary
 # and checks its goroutines and heap come back (README, Tests).

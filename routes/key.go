@@ -225,13 +225,12 @@ func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
 		k, v, _ := strings.Cut(kv, "=")
-		if k != name {
-			if !strings.ContainsAny(k, "%+") {
-				continue
-			}
+		if strings.ContainsAny(k, "%+") {
 			if uk, err := url.QueryUnescape(k); err != nil || uk != name {
 				continue
 			}
+		} else if k != name {
+			continue
 		}
 		if found {
 			return dst, false

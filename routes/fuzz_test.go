@@ -1,0 +1,180 @@
+package routes
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func keyErr(t *testing.T, err error, source string) bool {
+	t.Helper()
+	if err == nil {
+		return false
+	}
+	var de *DuplicateError
+	if !errors.As(err, &de) || de.Source != source {
+		t.Fatalf("got error %v, want a DuplicateError naming %s", err, source)
+	}
+	return true
+}
+
+// FuzzKeyHeader: a header given once is its value, given twice an error.
+func FuzzKeyHeader(f *testing.F) {
+	f.Add("k1", "", false)
+	f.Add("a", "b", true)
+	f.Add("", "", true)
+	f.Fuzz(func(t *testing.T, v1, v2 string, twice bool) {
+		k := keyOf(t, "r", "header:X-API-Key")
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header["X-Api-Key"] = []string{v1}
+		if twice {
+			r.Header["X-Api-Key"] = append(r.Header["X-Api-Key"], v2)
+		}
+		got, err := k.Append(nil, r, netip.Addr{}, nil)
+		if keyErr(t, err, "header:X-API-Key") != twice {
+			t.Fatalf("got %v for %d values, want an error only for two", err, len(r.Header["X-Api-Key"]))
+		}
+		if !twice && string(got) != v1 {
+			t.Fatalf("got %q, want %q", got, v1)
+		}
+	})
+}
+
+// FuzzKeyQuery: where net/url parses the query, the key is its one value
+// of the parameter, and a parameter it holds twice is an error.
+func FuzzKeyQuery(f *testing.F) {
+	for _, q := range []string{"api_key=a", "api_key=a&api_key=b", "api_key=a;api_key=b", "api%5Fkey=a&api_key=b", "x=1&api_key=a%7Cb", "api_key", "api+key=1"} {
+		f.Add(q, "api_key")
+	}
+	f.Fuzz(func(t *testing.T, raw, name string) {
+		if name == "" {
+			return
+		}
+		k := keyOf(t, "r", "query:"+name)
+		r := httptest.NewRequest("GET", "/", nil)
+		r.URL.RawQuery = raw
+		got, err := k.Append(nil, r, netip.Addr{}, nil)
+		dup := keyErr(t, err, "query:"+name)
+		vals, perr := url.ParseQuery(raw)
+		if perr != nil {
+			return // canonicalize re-encodes such a query before keys see it
+		}
+		switch n := len(vals[name]); {
+		case n > 1 && !dup:
+			t.Fatalf("query %q holds %s %d times, got key %q and no error", raw, name, n, got)
+		case n <= 1 && dup:
+			t.Fatalf("query %q holds %s %d times, got a duplicate error", raw, name, n)
+		case n == 1 && string(got) != vals[name][0]:
+			t.Fatalf("query %q: got %q, want %q", raw, got, vals[name][0])
+		case n == 0 && len(got) != 0:
+			t.Fatalf("query %q has no %s, got %q", raw, name, got)
+		}
+	})
+}
+
+// FuzzKeyCookie: a cookie given twice is an error; one given once is a
+// value from the header without separators.
+func FuzzKeyCookie(f *testing.F) {
+	for _, c := range []string{"sid=a", "sid=a; sid=b", `sid="a"`, "theme=dark; sid=s1", " sid = x ;", "sid", "sid=a;sid=b"} {
+		f.Add(c, "")
+	}
+	f.Add("sid=a", "sid=b")
+	f.Fuzz(func(t *testing.T, line1, line2 string) {
+		k := keyOf(t, "r", "cookie:sid")
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header["Cookie"] = []string{line1, line2}
+		got, err := k.Append(nil, r, netip.Addr{}, nil)
+		if keyErr(t, err, "cookie:sid") {
+			if strings.Count(line1+";"+line2, "sid") < 2 {
+				t.Fatalf("cookies %q, %q: duplicate error with sid named once", line1, line2)
+			}
+			return
+		}
+		if strings.ContainsRune(string(got), ';') || !strings.Contains(line1+line2, string(got)) {
+			t.Fatalf("cookies %q, %q: got %q, not one value of the header", line1, line2, got)
+		}
+	})
+}
+
+// FuzzKeyJSON: on a valid body, a json: source finds what encoding/json
+// (case-insensitive, the last duplicate winning) would, unless it refuses
+// the body for a duplicate.
+func FuzzKeyJSON(f *testing.F) {
+	for _, b := range []string{
+		`{"phone":"+15550001"}`, `{"phone":"r1","Phone":"+15550001"}`, `{"phone":1}`, `{"phone":1.0}`, `{"phone":1e0}`,
+		`{"ph\u006fne":"x"}`, `{"user":{"phone":"a"}}`, `phone=%2B15550001`, `[{"phone":"a"}]`, `{"phone":"a"} x`,
+	} {
+		f.Add(b, "phone")
+	}
+	f.Add(`{"a":{"b":{"c":"x"}}}`, "a.b.c")
+	f.Add(`{"a":[{"b":1}]}`, "a.0.b")
+	f.Fuzz(func(t *testing.T, body, path string) {
+		src, err := parseSource("json:" + path)
+		if err != nil {
+			return
+		}
+		k := &Key{sources: []source{src}, text: src.text}
+		got, err := k.Append(nil, httptest.NewRequest("POST", "/", nil), netip.Addr{}, NewBody([]byte(body)))
+		if keyErr(t, err, src.text) || strings.Contains(path, ".") || !json.Valid([]byte(body)) || !utf8.ValidString(body) {
+			return
+		}
+		// One level: encoding/json decoding into a struct field tagged
+		// with the name matches it as leniently as upstreams do.
+		for _, c := range path {
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+				return // encoding/json would ignore such a tag
+			}
+		}
+		typ := reflect.StructOf([]reflect.StructField{{Name: "F", Type: reflect.TypeFor[any](), Tag: reflect.StructTag(`json:"` + path + `"`)}})
+		v := reflect.New(typ)
+		if json.Unmarshal([]byte(body), v.Interface()) != nil {
+			return
+		}
+		want := ""
+		switch x := v.Elem().Field(0).Interface().(type) {
+		case string:
+			want = x
+		case float64:
+			want = string(appendNumber(nil, []byte(strconv.FormatFloat(x, 'g', -1, 64))))
+		case bool:
+			want = strconv.FormatBool(x)
+		}
+		if string(got) != want {
+			t.Fatalf("body %q, json:%s: got %q, want %q (as encoding/json reads it)", body, path, got, want)
+		}
+	})
+}
+
+// FuzzParseConfig: any input is a config or a list of problems, each with
+// the file, a line and a column.
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("routes:\n  - {name: a, match: {path: /v1/otp, case_sensitive: true}, upstream: http://127.0.0.1:9000}\n"))
+	f.Add([]byte("routes:\n  - {name: a, match: {path: /v1//otp}, upstream: http://127.0.0.1:9000}\n"))
+	f.Add([]byte("policies:\n  p: {algorithm: fixed_window, limit: 1, window: 1s, key: [json:a.b.c, header:X-API-Key, query:api_key, cookie:sid]}\n"))
+	f.Add([]byte("store: {type: redis, redis: {key_prefix: \"a{b}\"}}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data, func(string) (string, bool) { return "", false })
+		if err == nil {
+			if c == nil || c.Table == nil {
+				t.Fatal("got no config and no error")
+			}
+			return
+		}
+		var ps Problems
+		if !errors.As(err, &ps) || len(ps) == 0 {
+			t.Fatalf("got %T %v, want Problems", err, err)
+		}
+		for _, p := range ps {
+			if p.File != "fuzz.yaml" || p.Line < 1 || p.Col < 1 || p.Message == "" {
+				t.Fatalf("problem without a position or message: %q", p.String())
+			}
+		}
+	})
+}
