@@ -45,8 +45,11 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	trusted = peer.IsValid() && t.Contains(peer)
 	cleanHeaders(r.Header, trusted)
 	r.URL.RawQuery = cleanQuery(r.URL.RawQuery)
+	if !trusted {
+		return peer, false, nil
+	}
 	client, _ = t.ClientAddr(r)
-	return client, trusted, nil
+	return client, true, nil
 }
 
 // canonicalPath rewrites u's path to its canonical form.
@@ -89,21 +92,56 @@ func cleanHeaders(h http.Header, trusted bool) {
 			if tok == "" || strings.EqualFold(tok, "Upgrade") || strings.EqualFold(tok, "Te") || strings.EqualFold(tok, "Connection") {
 				continue
 			}
-			for name := range h {
-				if strings.EqualFold(name, tok) {
-					delete(h, name)
-				}
-			}
+			deleteField(h, tok)
 		}
 	}
 }
 
+// deleteField removes the field named tok in any letter case. The server
+// stores names canonical, so one lookup of tok's canonical form, built on
+// the stack, finds it without a scan of every field.
+func deleteField(h http.Header, tok string) {
+	var buf [64]byte
+	if len(tok) > len(buf) {
+		for name := range h {
+			if strings.EqualFold(name, tok) {
+				delete(h, name)
+			}
+		}
+		return
+	}
+	b := buf[:len(tok)]
+	upper := true
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		switch {
+		case upper && 'a' <= c && c <= 'z':
+			c -= 'a' - 'A'
+		case !upper && 'A' <= c && c <= 'Z':
+			c += 'a' - 'A'
+		}
+		b[i] = c
+		upper = c == '-'
+	}
+	if _, ok := h[string(b)]; ok {
+		delete(h, string(b))
+	}
+}
+
 func untrusted(name string) bool {
+	if name == "" {
+		return false
+	}
+	switch name[0] {
+	case 'F', 'f', 'T', 't', 'X', 'x':
+	default:
+		return false
+	}
 	if len(name) > len("X-Forwarded-") && strings.EqualFold(name[:len("X-Forwarded-")], "X-Forwarded-") {
 		return true
 	}
 	for _, u := range untrustedHeaders {
-		if strings.EqualFold(name, u) {
+		if len(u) == len(name) && strings.EqualFold(name, u) {
 			return true
 		}
 	}

@@ -307,3 +307,44 @@ func TestCanonicalTrustedForwarding(t *testing.T) {
 		t.Errorf("X-Forwarded-For named in Connection: got status %d keys %q, want 200 [127.0.0.1]", status, keys)
 	}
 }
+
+// ordinaryRequest is a request already in canonical form, as most are.
+func ordinaryRequest() *http.Request {
+	r := httptest.NewRequest("POST", "/v1/orders/7?expand=items", nil)
+	r.Host = "api.example.com"
+	r.RemoteAddr = "203.0.113.5:4000"
+	r.Header.Set("X-Api-Key", "abc")
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("User-Agent", "curl/8.5.0")
+	r.Header.Set("Accept", "*/*")
+	r.Header.Set("Connection", "keep-alive")
+	return r
+}
+
+func TestCanonicalizeAllocs(t *testing.T) {
+	trust := NewTrust(nil)
+	r := ordinaryRequest()
+	if got := testing.AllocsPerRun(100, func() { trust.canonicalize(r) }); got != 0 {
+		t.Errorf("got %v allocs canonicalising an ordinary request, want 0", got)
+	}
+}
+
+func BenchmarkCanonicalize(b *testing.B) {
+	trust := NewTrust(nil)
+	b.Run("ordinary", func(b *testing.B) {
+		b.ReportAllocs()
+		r := ordinaryRequest()
+		for b.Loop() {
+			trust.canonicalize(r)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			r := ordinaryRequest()
+			for pb.Next() {
+				trust.canonicalize(r)
+			}
+		})
+	})
+}
