@@ -162,7 +162,7 @@ routes:
 	in := start(t, writeConfig(t, cfg))
 	body := []byte(`{"phone":"+15550100"}`)
 	for i := range 3 {
-		resp, _ := do(t, nil, "POST", in.HTTP+"/v1/otp", body, nil)
+		resp, _ := do(t, nil, "POST", in.HTTP+"/v1/otp", body, map[string]string{"Content-Type": "application/json"})
 		if resp.StatusCode != 201 {
 			t.Fatalf("request %d: got %d, want 201", i, resp.StatusCode)
 		}
@@ -189,7 +189,7 @@ routes:
 			t.Errorf("RateLimit fields: got %q, want sluice's alone", got)
 		}
 	}
-	resp, b := do(t, nil, "POST", in.HTTP+"/v1/otp", body, nil)
+	resp, b := do(t, nil, "POST", in.HTTP+"/v1/otp", body, map[string]string{"Content-Type": "application/json"})
 	if resp.StatusCode != 429 {
 		t.Fatalf("4th: got %d, want 429", resp.StatusCode)
 	}

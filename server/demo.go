@@ -88,9 +88,9 @@ per-key isolation: another key has its own bucket, so this is 200
   curl -si -H 'X-API-Key: bob' {{.Base}}/token | head -n 12
 
 sliding_window_log, 3 OTPs per phone per 10 minutes, exact: the 4th is 429
-  for i in 1 2 3 4; do curl -s -w " %{http_code}\n" -o /dev/null -d '{"phone":"+15550100"}' {{.Base}}/otp; done
+  for i in 1 2 3 4; do curl -s -w " %{http_code}\n" -o /dev/null -H 'Content-Type: application/json' -d '{"phone":"+15550100"}' {{.Base}}/otp; done
 another phone number is not affected: 200
-  curl -s -o /dev/null -w "%{http_code}\n" -d '{"phone":"+15550199"}' {{.Base}}/otp
+  curl -s -o /dev/null -w "%{http_code}\n" -H 'Content-Type: application/json' -d '{"phone":"+15550199"}' {{.Base}}/otp
 
 leaky_bucket, 2 a second leave for the upstream, 4 may wait: of 8 at once,
 5 arrive (1 at once, 4 queued, spaced 500 ms) and 3 are rejected at once
