@@ -32,7 +32,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o sluice ./cmd/sluice
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./ratelimit/ ./proxy/ ./metrics/
+	$(GO) test -run '^$$' -bench . -benchmem ./ratelimit/ ./proxy/ ./routes/ ./metrics/
 
 # bench-load is the side-by-side load run of README › Performance: the
 # upstream alone, a bare Go proxy, sluice and nginx, one after the other
