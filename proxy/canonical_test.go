@@ -63,6 +63,8 @@ type canonicalRig struct {
 	mu   sync.Mutex
 	got  []seen
 	log  *syncBuffer
+	n    int // requests sent, for their X-Request-Id
+	id   string
 }
 
 type syncBuffer struct {
@@ -116,7 +118,12 @@ func (rig *canonicalRig) send(t *testing.T, raw string) (int, *seen) {
 	t.Helper()
 	rig.mu.Lock()
 	before := len(rig.got)
+	rig.n++
+	rig.id = fmt.Sprintf("canonical-%d", rig.n)
 	rig.mu.Unlock()
+	// The id finds this request's access log line.
+	line, rest, _ := strings.Cut(raw, "\r\n")
+	raw = line + "\r\nX-Request-Id: " + rig.id + "\r\n" + rest
 	c, err := net.DialTimeout("tcp", rig.addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -141,17 +148,27 @@ func (rig *canonicalRig) send(t *testing.T, raw string) (int, *seen) {
 	return resp.StatusCode, nil
 }
 
-// lastKeys returns the key values of the last access log line.
+// lastKeys returns the key values in the access log line of the last
+// request sent. The line is written once the response is, so it may
+// follow the response by a moment.
 func (rig *canonicalRig) lastKeys(t *testing.T) []string {
 	t.Helper()
-	lines := strings.Split(strings.TrimSpace(rig.log.String()), "\n")
-	var l struct {
-		Keys []string `json:"keys"`
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, line := range strings.Split(rig.log.String(), "\n") {
+			var l struct {
+				ID   string   `json:"request_id"`
+				Keys []string `json:"keys"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.ID == rig.id {
+				return l.Keys
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no access log line for request %s", rig.id)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &l); err != nil {
-		t.Fatal(err)
-	}
-	return l.Keys
 }
 
 // req builds a raw HTTP/1.1 request; body gets its Content-Length.
