@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -167,7 +165,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 		if l.Overrides != nil {
 			p = matchOverride(l, i, n, k, ex, &m)
 		}
-		reqs[i] = ratelimit.Request{Policy: p, Key: bucketKey(k)}
+		reqs[i] = ratelimit.Request{Policy: p, Key: string(routes.BoundKey(k, 0))}
 	}
 	if s.keys {
 		ex.keys = make([]string, n)
@@ -320,19 +318,6 @@ func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Re
 		problem.Error(w, http.StatusServiceUnavailable, "rate limit store unavailable")
 		return false
 	}
-}
-
-// maxKeyLen bounds the bucket key kept per consumer. Longer key values
-// (a huge header, say) are replaced by their digest, so a client cannot make
-// each tracked bucket cost kilobytes.
-const maxKeyLen = 256
-
-func bucketKey(k []byte) string {
-	if len(k) <= maxKeyLen {
-		return string(k)
-	}
-	sum := sha256.Sum256(k)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // readKeyBody reads up to routes.MaxKeyBody bytes of r's body for json: key

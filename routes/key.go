@@ -1,6 +1,8 @@
 package routes
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -167,7 +169,7 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 		ok := true
 		switch s.kind {
 		case srcIP:
-			dst = appendClient(dst, client)
+			dst = AppendClient(dst, client)
 		case srcHeader:
 			v := r.Header[s.name]
 			ok = len(v) <= 1
@@ -202,9 +204,9 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 	return dst, nil
 }
 
-// appendClient writes an IPv4 client as itself and an IPv6 client as its
+// AppendClient writes an IPv4 client as itself and an IPv6 client as its
 // /64, since one host usually holds a whole /64.
-func appendClient(dst []byte, a netip.Addr) []byte {
+func AppendClient(dst []byte, a netip.Addr) []byte {
 	a = a.Unmap().WithZone("")
 	switch {
 	case !a.IsValid():
@@ -275,4 +277,20 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 		}
 	}
 	return append(dst, val...), true
+}
+
+// MaxKeyLen bounds the bucket key kept per consumer. Longer keys (a huge
+// header, say) are replaced by their digest, so a client cannot make each
+// tracked bucket cost kilobytes.
+const MaxKeyLen = 256
+
+// BoundKey replaces the key in dst[start:] by "sha256:" and its hex digest
+// when it is longer than MaxKeyLen.
+func BoundKey(dst []byte, start int) []byte {
+	if len(dst)-start > MaxKeyLen {
+		sum := sha256.Sum256(dst[start:])
+		dst = append(dst[:start], "sha256:"...)
+		dst = hex.AppendEncode(dst, sum[:])
+	}
+	return dst
 }

@@ -8,6 +8,8 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+
+	"github.com/sluicehq/sluice/routes"
 )
 
 // keySource is one entry of a policy's key list, read from a log line
@@ -143,7 +145,7 @@ func appendKey(dst []byte, key []keySource, l *logged) []byte {
 		}
 		switch s.kind {
 		case srcIP:
-			dst = appendClient(dst, l.client)
+			dst = routes.AppendClient(dst, l.client)
 		case srcRoute:
 			dst = append(dst, l.route...)
 		case srcMethod:
@@ -164,35 +166,7 @@ func appendKey(dst []byte, key []keySource, l *logged) []byte {
 			}
 		}
 	}
-	return boundKey(dst, start)
-}
-
-// boundKey replaces the key in dst[start:] by its digest when it is longer
-// than the gateway keeps a key.
-func boundKey(dst []byte, start int) []byte {
-	if len(dst)-start > maxKeyLen {
-		sum := sha256.Sum256(dst[start:])
-		dst = append(dst[:start], "sha256:"...)
-		dst = hex.AppendEncode(dst, sum[:])
-	}
-	return dst
-}
-
-// maxKeyLen is the gateway's bound on a bucket key's length.
-const maxKeyLen = 256
-
-// appendClient writes an IPv4 client as itself and an IPv6 client as its
-// /64, as the gateway's ip source does.
-func appendClient(dst []byte, a netip.Addr) []byte {
-	a = a.Unmap().WithZone("")
-	switch {
-	case !a.IsValid():
-		return dst
-	case a.Is4():
-		return a.AppendTo(dst)
-	}
-	p, _ := a.Prefix(64)
-	return p.AppendTo(dst)
+	return routes.BoundKey(dst, start)
 }
 
 // appendQuery writes the first value of parameter name in raw, decoding it

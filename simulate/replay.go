@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/sluicehq/sluice/routes"
 )
 
 // Log formats ReadLog recognises.
@@ -267,7 +268,7 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 	k := lp.keyBuf[:0]
 	defer func() { lp.keyBuf = k[:0] }()
 	if listed && l.keys != nil && slot >= 0 && slot < len(l.keys) {
-		k = boundKey(append(k, l.keys[slot]...), 0)
+		k = routes.BoundKey(append(k, l.keys[slot]...), 0)
 		out.logged = true
 	} else {
 		k = appendKey(k, lp.key, &l.logged)
