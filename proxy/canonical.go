@@ -40,7 +40,9 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	if err := canonicalPath(r.URL); err != nil {
 		return netip.Addr{}, false, err
 	}
-	r.Host = routes.CanonicalHost(r.Host, r.TLS != nil)
+	if r.Host, err = routes.CanonicalHost(r.Host, r.TLS != nil); err != nil {
+		return netip.Addr{}, false, err
+	}
 	peer := peerAddr(r)
 	trusted = peer.IsValid() && t.Contains(peer)
 	cleanHeaders(r.Header, trusted)

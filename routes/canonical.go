@@ -15,6 +15,7 @@ var (
 	ErrEncodedNUL  = errors.New("path has an encoded NUL")
 	ErrPathEscape  = errors.New("path has an invalid % escape")
 	ErrNotAbsolute = errors.New("path must start with /")
+	ErrHostPort    = errors.New("host has a port that is not a number")
 )
 
 // CanonicalPath returns the canonical form of an escaped request path:
@@ -131,8 +132,10 @@ func CanonicalMethod(m string) string { return upperASCII(m) }
 // CanonicalHost returns the request host as it is matched and keyed:
 // lower-cased (ASCII), without trailing dots, without the scheme's default
 // port (80, or 443 when tls), and without an empty port. Canonicalising
-// its result again changes nothing.
-func CanonicalHost(host string, tls bool) string {
+// its result again changes nothing. A port that is not a number (":.",
+// "[::1]x") is ErrHostPort: the gateway and an upstream could split such
+// a host differently.
+func CanonicalHost(host string, tls bool) (string, error) {
 	name, port := host, ""
 	if strings.HasPrefix(host, "[") {
 		if i := strings.IndexByte(host, ']'); i >= 0 {
@@ -144,7 +147,11 @@ func CanonicalHost(host string, tls bool) string {
 	for strings.HasSuffix(name, ".") {
 		name = name[:len(name)-1]
 	}
-	if p, ok := strings.CutPrefix(port, ":"); ok {
+	p, ok := strings.CutPrefix(port, ":")
+	if port != "" && (!ok || p != "" && !allDigits(p)) {
+		return "", ErrHostPort
+	}
+	if ok {
 		digits := strings.TrimLeft(p, "0")
 		if digits == "" && p != "" {
 			digits = "0"
@@ -159,7 +166,7 @@ func CanonicalHost(host string, tls bool) string {
 	if len(name)+len(port) != len(host) || port != "" && port != host[len(host)-len(port):] {
 		host = name + port
 	}
-	return lowerASCII(host)
+	return lowerASCII(host), nil
 }
 
 func allDigits(s string) bool {

@@ -50,24 +50,30 @@ func TestCanonicalHost(t *testing.T) {
 		in   string
 		tls  bool
 		want string
+		err  error
 	}{
-		{"acme.example.com", false, "acme.example.com"},
-		{"ACME.example.com", false, "acme.example.com"},
-		{"acme.example.com.", false, "acme.example.com"},
-		{"acme.example.com..", false, "acme.example.com"},
-		{"acme.example.com:80", false, "acme.example.com"},
-		{"acme.example.com.:080", false, "acme.example.com"},
-		{"acme.example.com:", false, "acme.example.com"},
-		{"acme.example.com:443", false, "acme.example.com:443"},
-		{"acme.example.com:443", true, "acme.example.com"},
-		{"acme.example.com:80", true, "acme.example.com:80"},
-		{"acme.example.com:08080", false, "acme.example.com:8080"},
-		{"[::1]:80", false, "[::1]"},
-		{"[::1]:8080", false, "[::1]:8080"},
-		{"", false, ""},
+		{"acme.example.com", false, "acme.example.com", nil},
+		{"ACME.example.com", false, "acme.example.com", nil},
+		{"acme.example.com.", false, "acme.example.com", nil},
+		{"acme.example.com..", false, "acme.example.com", nil},
+		{"acme.example.com:80", false, "acme.example.com", nil},
+		{"acme.example.com.:080", false, "acme.example.com", nil},
+		{"acme.example.com:", false, "acme.example.com", nil},
+		{"acme.example.com:443", false, "acme.example.com:443", nil},
+		{"acme.example.com:443", true, "acme.example.com", nil},
+		{"acme.example.com:80", true, "acme.example.com:80", nil},
+		{"acme.example.com:08080", false, "acme.example.com:8080", nil},
+		{"[::1]:80", false, "[::1]", nil},
+		{"[::1]:8080", false, "[::1]:8080", nil},
+		{"", false, "", nil},
+		{":.", false, "", ErrHostPort},
+		{"acme.example.com:8o", false, "", ErrHostPort},
+		{"acme.example.com:80.", false, "", ErrHostPort},
+		{"[::1]x", false, "", ErrHostPort},
+		{"[::1].", false, "", ErrHostPort},
 	} {
-		if got := CanonicalHost(tc.in, tc.tls); got != tc.want {
-			t.Errorf("CanonicalHost(%q, tls %v): got %q, want %q", tc.in, tc.tls, got, tc.want)
+		if got, err := CanonicalHost(tc.in, tc.tls); got != tc.want || err != tc.err {
+			t.Errorf("CanonicalHost(%q, tls %v): got %q, %v; want %q, %v", tc.in, tc.tls, got, err, tc.want, tc.err)
 		}
 	}
 }
