@@ -56,6 +56,11 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 
 // canonicalPath rewrites u's path to its canonical form.
 func canonicalPath(u *url.URL) error {
+	if u.Opaque != "" {
+		// "GET a:b HTTP/1.1" names no path; the upstream could read it
+		// as one the routes never saw.
+		return routes.ErrNotAbsolute
+	}
 	esc := u.EscapedPath()
 	c, err := routes.CanonicalPath(esc)
 	if err != nil || c == esc {
