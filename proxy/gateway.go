@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,7 +202,7 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	ex := exchangeOf(pr.In.Context())
 	target := rt.upstreams.pick()
 	if p := rt.r.StripPrefix; p != "" {
-		stripPrefix(pr.Out.URL, p, !rt.r.CaseSensitive())
+		routes.StripPrefix(pr.Out.URL, p, !rt.r.CaseSensitive())
 	}
 	pr.SetURL(target)
 	// The inbound query is canonical (canonicalize kept only the pairs
@@ -254,72 +253,6 @@ func setXForwarded(out http.Header, in *http.Request, ex *exchange) {
 		ex.protoValue[0] = "https"
 	}
 	out[hXForwardedProto] = ex.protoValue[:]
-}
-
-// stripPrefix removes prefix from u's canonical path as routes see it:
-// escapes decoded, ASCII case ignored when fold, and ";parameters" of the
-// segments it removes dropped with them. A path without the prefix is left
-// as it is.
-func stripPrefix(u *url.URL, prefix string, fold bool) {
-	esc := u.EscapedPath()
-	i, j := 0, 0
-	for j < len(prefix) {
-		if i >= len(esc) {
-			return
-		}
-		c, n := esc[i], 1
-		switch {
-		case c == ';' && prefix[j] != ';':
-			for i < len(esc) && esc[i] != '/' {
-				i++
-			}
-			continue
-		case c == '%' && i+2 < len(esc):
-			c, n = unhex(esc[i+1])<<4|unhex(esc[i+2]), 3
-		}
-		if p := prefix[j]; c != p && !(fold && lowerByte(c) == lowerByte(p)) {
-			return
-		}
-		i, j = i+n, j+1
-	}
-	rest := esc[i:]
-	if strings.HasPrefix(rest, ";") {
-		if k := strings.IndexByte(rest, '/'); k >= 0 {
-			rest = rest[k:]
-		} else {
-			rest = ""
-		}
-	}
-	if !strings.HasPrefix(rest, "/") {
-		rest = "/" + rest
-	}
-	p, err := url.PathUnescape(rest)
-	if err != nil {
-		return
-	}
-	u.Path, u.RawPath = p, ""
-	if u.EscapedPath() != rest {
-		u.RawPath = rest
-	}
-}
-
-func unhex(c byte) byte {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0'
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10
-	}
-	return 0
-}
-
-func lowerByte(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
 }
 
 // upstreamError answers a request whose upstream could not be reached: 504

@@ -282,3 +282,57 @@ func appendStripped(dst []byte, path string, escaped bool) []byte {
 		rest = tail
 	}
 }
+
+// StripPrefix removes prefix from u's canonical path as routes see it:
+// escapes decoded, ASCII case ignored when fold, and ";parameters" of the
+// segments it removes dropped with them. A path without the prefix is left
+// as it is.
+func StripPrefix(u *url.URL, prefix string, fold bool) {
+	esc := u.EscapedPath()
+	i, j := 0, 0
+	for j < len(prefix) {
+		if i >= len(esc) {
+			return
+		}
+		c, n := esc[i], 1
+		switch {
+		case c == ';' && prefix[j] != ';':
+			for i < len(esc) && esc[i] != '/' {
+				i++
+			}
+			continue
+		case c == '%' && i+2 < len(esc):
+			c, n = unhex(esc[i+1])<<4|unhex(esc[i+2]), 3
+		}
+		if p := prefix[j]; c != p && !(fold && lowerByte(c) == lowerByte(p)) {
+			return
+		}
+		i, j = i+n, j+1
+	}
+	rest := esc[i:]
+	if strings.HasPrefix(rest, ";") {
+		if k := strings.IndexByte(rest, '/'); k >= 0 {
+			rest = rest[k:]
+		} else {
+			rest = ""
+		}
+	}
+	if !strings.HasPrefix(rest, "/") {
+		rest = "/" + rest
+	}
+	p, err := url.PathUnescape(rest)
+	if err != nil {
+		return
+	}
+	u.Path, u.RawPath = p, ""
+	if u.EscapedPath() != rest {
+		u.RawPath = rest
+	}
+}
+
+func lowerByte(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
