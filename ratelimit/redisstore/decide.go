@@ -324,7 +324,7 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	start := time.Now()
-	err := (*c).Do(tctx, (*c).B().Del().Key(k, k+":s", k+":b").Build()).Error()
+	err := bounded(tctx, func() rueidis.RedisResult { return (*c).Do(tctx, (*c).B().Del().Key(k, k+":s", k+":b").Build()) }).Error()
 	s.observe(start, err)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -300,3 +300,44 @@ func TestRedisTakesTheQueueBack(t *testing.T) {
 			d[0].Delay, d[0].Departure.Format(time.StampMicro), want.Format(time.StampMicro))
 	}
 }
+
+// TestFaultHungServerAdminCalls pauses Redis under a Reset and a give-back:
+// like decisions, they return within the Timeout, so an admin DELETE or a
+// request that stops waiting in the queue is never held by a hung server.
+func TestFaultHungServerAdminCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	bucket := ratelimit.Request{Policy: policyOf(t, "fault-hang-reset", ratelimit.TokenBucket, 10, time.Second), Key: "k"}
+	queue := ratelimit.Request{Policy: ratelimit.MustPolicy(ratelimit.Policy{Name: "fault-hang-queue", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: time.Second, Queue: 10}), Key: "k"}
+	out, _ := decideTimed(t, s, []ratelimit.Request{bucket, queue})
+	out, _ = decideTimed(t, s, []ratelimit.Request{queue})
+	if out[0].Delay == 0 {
+		t.Fatalf("second request on the queue: got %+v, want a delay", out[0])
+	}
+	srv.Pause()
+	defer srv.Resume()
+	// One failed decision makes rueidis drop its connection, so the next
+	// call must dial, and a dial to a hung server is where a call could
+	// outlast its context.
+	decideTimed(t, s, []ratelimit.Request{bucket})
+
+	woke := deadlineProbe()
+	start := time.Now()
+	err := s.Reset(context.Background(), bucket)
+	if took := time.Since(start); took > faultTimeout+slack && took > woke()+slack {
+		t.Errorf("Reset with a hung redis took %v, want <= %v", took, woke()+slack)
+	}
+	if err == nil {
+		t.Error("Reset with a hung redis: got nil, want an error")
+	}
+
+	decideTimed(t, s, []ratelimit.Request{bucket})
+	woke = deadlineProbe()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start = time.Now()
+	s.Wait(ctx, queue, out[0])
+	if took := time.Since(start); took > faultTimeout+slack && took > woke()+slack {
+		t.Errorf("giving up a queue place with a hung redis took %v, want <= %v", took, woke()+slack)
+	}
+}

@@ -139,7 +139,8 @@ func (s *Store) handBack(ctx context.Context, c rueidis.Client, now time.Time, r
 			at = strconv.FormatInt(now.UnixMicro(), 10)
 		}
 		start := time.Now()
-		err := holdScript.Exec(ctx, c, []string{key}, []string{at, strconv.FormatInt(micros(next.Sub(now)), 10), s.slack}).Error()
+		hargs := []string{at, strconv.FormatInt(micros(next.Sub(now)), 10), s.slack}
+		err := bounded(ctx, func() rueidis.RedisResult { return holdScript.Exec(ctx, c, []string{key}, hargs) }).Error()
 		s.observe(start, err)
 	}
 }

@@ -68,7 +68,7 @@ func (s *Store) giveBack(r ratelimit.Request, d ratelimit.Decision) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
 	defer cancel()
 	start := time.Now()
-	err := givebackScript.Exec(ctx, *c, []string{Key(s.prefix, r)}, args).Error()
+	err := bounded(ctx, func() rueidis.RedisResult { return givebackScript.Exec(ctx, *c, []string{Key(s.prefix, r)}, args) }).Error()
 	s.observe(start, err)
 	if err != nil {
 		s.br.failed(err, false)
