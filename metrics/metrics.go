@@ -45,6 +45,7 @@ type Metrics struct {
 	storeDuration  *prometheus.HistogramVec // store
 	reloads        [2]prometheus.Counter    // error, success
 	keys           keysCollector
+	lease          leaseMetrics
 
 	mu       sync.Mutex
 	codes    map[string]*codeCounters // by route, shared by every Route of that name
@@ -101,6 +102,7 @@ func New() *Metrics {
 			"Buckets the memory store tracks, by policy.",
 			[]string{"policy"}, nil,
 		)},
+		lease:    newLeaseMetrics(),
 		codes:    make(map[string]*codeCounters),
 		routes:   make(map[string]struct{}),
 		policies: make(map[string]struct{}),
@@ -117,6 +119,7 @@ func New() *Metrics {
 		m.requests, m.duration, m.decisions, m.refunds, m.upstreamErrors,
 		m.queueDepth, m.queueWait, m.storeErrors, m.storeDuration,
 		reloads, &m.keys,
+		m.lease.requests, m.lease.fallback, m.lease.instances,
 	)
 	return m
 }
@@ -171,6 +174,8 @@ func (m *Metrics) Forget(routes, policies []string) {
 		m.refunds.DeletePartialMatch(l)
 		m.queueDepth.DeletePartialMatch(l)
 		m.queueWait.DeletePartialMatch(l)
+		m.lease.requests.DeletePartialMatch(l)
+		m.lease.fallback.DeletePartialMatch(l)
 		delete(m.policies, p)
 	}
 }

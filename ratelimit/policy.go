@@ -79,6 +79,11 @@ type Policy struct {
 	// rejects one of its requests; 0 (the default) blocks nothing. Shadow
 	// policies never reject, so never block.
 	Block time.Duration
+	// Sync is how the Redis store shares the budget between instances:
+	// SyncPerRequest (the zero value) runs a script per decision,
+	// SyncLease spends batches leased from Redis locally. The memory
+	// store ignores it.
+	Sync Sync
 	// MaxKeys bounds the policy's buckets in the memory store, apart from
 	// every other policy's; 0 takes the store's MemoryOptions.MaxKeys. It
 	// is not part of Settings: a reload that changes it keeps the buckets.
@@ -103,6 +108,37 @@ type Settings struct {
 	Burst     int64
 	Queue     int64
 	MaxWait   time.Duration
+	Sync      Sync
+}
+
+// Sync says how a policy's budget is shared between the instances of a
+// Redis store.
+type Sync uint8
+
+// The sync modes, named in configuration as their String form.
+const (
+	// SyncPerRequest decides every request with one Redis script.
+	SyncPerRequest Sync = iota
+	// SyncLease takes batches of budget from Redis and spends them
+	// locally (fixed_window, token_bucket and sliding_window_counter).
+	SyncLease
+)
+
+// String returns the configuration name of s: "request" or "lease".
+func (s Sync) String() string {
+	switch s {
+	case SyncPerRequest:
+		return "request"
+	case SyncLease:
+		return "lease"
+	}
+	return fmt.Sprintf("Sync(%d)", uint8(s))
+}
+
+// Leases reports whether a's budget can be leased: fixed_window,
+// token_bucket and sliding_window_counter.
+func (a Algorithm) Leases() bool {
+	return a == FixedWindow || a == TokenBucket || a == SlidingWindowCounter
 }
 
 // NewPolicy checks p, fills in its defaults and returns the compiled policy.
@@ -143,6 +179,14 @@ func NewPolicy(p Policy) (*Policy, error) {
 	}
 	if p.Algorithm != LeakyBucket && p.MaxWait != 0 {
 		errs = append(errs, errors.New("max_wait: only leaky_bucket has a max_wait"))
+	}
+	switch {
+	case p.Sync > SyncLease:
+		errs = append(errs, fmt.Errorf("sync: unknown sync %d", p.Sync))
+	case p.Sync == SyncLease && p.Algorithm >= TokenBucket && p.Algorithm <= SlidingWindowCounter && !p.Algorithm.Leases():
+		errs = append(errs, fmt.Errorf("sync: lease works with fixed_window, token_bucket and sliding_window_counter, not %s", p.Algorithm))
+	case p.Sync == SyncLease && p.Block > 0:
+		errs = append(errs, errors.New("sync: lease does not support block: a block would need a Redis call per rejected request"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -270,7 +314,7 @@ func (p *Policy) Tolerance() time.Duration { return time.Duration(p.tolerance) }
 
 // Settings returns the fields that give p's state its meaning.
 func (p *Policy) Settings() Settings {
-	return Settings{p.Algorithm, p.Limit, p.Window, p.Burst, p.Queue, p.MaxWait}
+	return Settings{p.Algorithm, p.Limit, p.Window, p.Burst, p.Queue, p.MaxWait, p.Sync}
 }
 
 // Capacity is the most requests the policy admits at once from an idle

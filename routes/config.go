@@ -237,6 +237,7 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 	}
 	c.Store = d.store(m["store"].val, "store")
 	d.maxKeys = max(c.Store.Memory.MaxKeys, 0) // an invalid one is reported already
+	d.storeType = c.Store.Type
 	policies := d.policies(m["policies"].val, "policies")
 	c.Policies = make(map[string]*ratelimit.Policy, len(policies))
 	for name, p := range policies {

@@ -20,6 +20,8 @@ type decoder struct {
 	// maxKeys is store.memory.max_keys, the max_keys of a policy that
 	// sets none.
 	maxKeys int
+	// storeType is store.type, which sync: lease needs to be redis.
+	storeType string
 }
 
 // entry is one key and value of a mapping.

@@ -22,7 +22,7 @@ type policyDef struct {
 	overrides   *Overrides // nil when none
 }
 
-var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow", "count_status", "block", "overrides", "max_keys"}
+var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow", "count_status", "block", "overrides", "max_keys", "sync"}
 
 // policies decodes the named policies. A name that failed to compile maps
 // to nil, so references to it are not reported as unknown as well.
@@ -74,6 +74,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	block := d.positive(d.duration(m, "block", path), field(path, "block"))
 	key := d.strs(m, "key", path)
 	maxKeys := d.integer(m, "max_keys", path)
+	sync := d.str(m, "sync", path)
 	if maxKeys.set && maxKeys.v <= 0 {
 		d.errorf(maxKeys.n, field(path, "max_keys"), "must be > 0")
 		maxKeys = val[int64]{}
@@ -102,6 +103,18 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		Block:   block.v,
 		MaxKeys: int(maxKeys.or(int64(d.maxKeys))),
 	}
+	switch {
+	case !sync.set:
+	case sync.v == "lease":
+		p.Sync = ratelimit.SyncLease
+		if d.storeType != "redis" {
+			d.errorf(sync.n, field(path, "sync"), "lease needs store.type: redis (the memory store has no instances to share with)")
+			skip["sync"] = true
+		}
+	case sync.v == "request":
+	default:
+		d.errorf(sync.n, field(path, "sync"), "unknown sync %q (want request or lease)", sync.v)
+	}
 	if alg.set {
 		a, err := ratelimit.ParseAlgorithm(alg.v)
 		if err != nil {
@@ -113,6 +126,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	nodes := map[string]*yaml.Node{
 		"algorithm": alg.n, "limit": limit.n, "window": window.n,
 		"burst": burst.n, "queue": queue.n, "max_wait": maxWait.n,
+		"sync": sync.n,
 	}
 	if p.Algorithm != ratelimit.LeakyBucket && !queue.set && maxWait.set {
 		// NewPolicy files a lone max_wait under queue.

@@ -121,6 +121,12 @@ func (s *Server) buildStore(ctx context.Context, cfg *routes.Config) error {
 		OnError:    rc.OnError,
 		Fallback:   s.memory,
 		Observe:    obs.Observe,
+		// Leased policies (sync: lease) report their round trips,
+		// fallback and the instances seen alive.
+		OnLease:         s.metrics.LeaseRequest,
+		OnLeaseFallback: s.metrics.LeaseFallback,
+		OnInstances:     s.metrics.LeaseInstances,
+		Logger:          s.log,
 	})
 	if err != nil {
 		s.memory.Close()

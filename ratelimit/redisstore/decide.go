@@ -48,6 +48,9 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 	if len(reqs) == 0 {
 		return nil
 	}
+	if hasLease(reqs) {
+		return s.decideWithLeases(ctx, now, reqs, out)
+	}
 	began := time.Now()
 	c := s.client.Load()
 	if c == nil || s.br.open.Load() {
@@ -106,9 +109,27 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r ratelimit.Request) (r
 	var out [1]ratelimit.Decision
 	c := s.client.Load()
 	if c == nil || s.br.open.Load() {
+		if r.Policy.Sync == ratelimit.SyncLease && (s.o.OnError == OnErrorLocal) {
+			r.Policy = s.fallbacks.local(r.Policy, s.instances())
+		}
 		return s.peekDegraded(ctx, now, r, s.LastError())
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	if r.Policy.Sync == ratelimit.SyncLease {
+		d, err := s.peekLease(tctx, *c, now, r)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.br.failed(err, false)
+			}
+			if s.o.OnError == OnErrorLocal {
+				r.Policy = s.fallbacks.local(r.Policy, s.instances())
+			}
+			return s.peekDegraded(ctx, now, r, err)
+		}
+		s.br.succeeded()
+		return d, nil
+	}
 	_, err := s.decideOnce(tctx, *c, now, []ratelimit.Request{r}, out[:], modeLook)
 	cancel()
 	if err != nil {
@@ -262,6 +283,8 @@ func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 	for i := range ds {
 		switch {
 		case !ds[i].Allowed || ds[i].Ticket.Store == 0:
+		case ds[i].Ticket.Store == leaseTicket:
+			s.refundLease(now, reqs[i], ds[i])
 		case ds[i].Ticket.Store == redisTicket:
 			mine = append(mine, i)
 		case s.fallback != nil:
@@ -321,6 +344,15 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 		return fmt.Errorf("resetting %s: %w", r.Policy.Name, ErrUnavailable)
 	}
 	k := Key(s.prefix, r)
+	if r.Policy.Sync == ratelimit.SyncLease {
+		// Units this instance holds go with the state; other instances'
+		// leases still run out (to the window's end, or their TTL).
+		if l := s.leases.drop(k); l != nil {
+			l.mu.Lock()
+			l.gone, l.units, l.back, l.spent = true, 0, 0, 0
+			l.mu.Unlock()
+		}
+	}
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	start := time.Now()

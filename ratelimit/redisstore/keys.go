@@ -19,16 +19,23 @@ import (
 // inside the tag "%" is written "%25" and "}" is written "%7D": a key value
 // chosen by a client cannot cut the tag short and pile every bucket into
 // one slot, and the escaping keeps distinct keys distinct. The hash covers
-// the policy's Settings and the length of its name: a policy whose
+// the policy's Settings (Sync only when it is a lease, so per-request keys
+// keep the hash they had) and the length of its name: a policy whose
 // settings change on reload starts from fresh state instead of misreading
 // the old one, and names that contain "|" cannot collide.
 func Key(prefix string, r ratelimit.Request) string {
 	h := fnv.New32a()
 	st := r.Policy.Settings()
-	var buf [8 * 7]byte
+	var buf [8 * 8]byte
 	b := buf[:0]
 	for _, v := range [...]int64{int64(len(r.Policy.Name)), int64(st.Algorithm), st.Limit, int64(st.Window), st.Burst, st.Queue, int64(st.MaxWait)} {
 		b = strconv.AppendInt(b, v, 36)
+		b = append(b, ',')
+	}
+	if st.Sync != ratelimit.SyncPerRequest {
+		// Leased state is laid out differently; per-request keys keep
+		// the hash they always had.
+		b = strconv.AppendInt(b, int64(st.Sync), 36)
 		b = append(b, ',')
 	}
 	h.Write(b)

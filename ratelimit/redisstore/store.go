@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -84,6 +85,20 @@ type Options struct {
 	// duration and error (nil on success), from the calling goroutine. It
 	// must be safe for concurrent use.
 	Observe func(d time.Duration, err error)
+	// OnLease, if set, is called once per Redis round trip of a leased
+	// policy (sync: lease) with the policy's name and the result:
+	// "granted" (one unit or more), "exhausted" (none), "returned" (a
+	// give-back) or "error". It must be safe for concurrent use.
+	OnLease func(policy, result string)
+	// OnLeaseFallback, if set, is called when a leased policy starts
+	// (true) or stops (false) deciding locally with limit / N.
+	OnLeaseFallback func(policy string, on bool)
+	// OnInstances, if set, is called with N, the instances seen alive,
+	// after each heartbeat; heartbeats run once a leased policy is used.
+	OnInstances func(n int)
+	// Logger receives the "lease fallback" and "lease resumed" lines;
+	// nil writes none.
+	Logger *slog.Logger
 }
 
 // DefaultKeyPrefix is the key_prefix of a configuration that sets none.
@@ -107,6 +122,13 @@ type Store struct {
 	handover handover // Redis's leaky_bucket schedules, for the fallback
 
 	br breaker
+
+	leases    leaseTable     // sync: lease budgets held by this instance
+	fallbacks leaseFallbacks // leased policies deciding locally
+	seen      atomic.Int64   // instances alive at the last heartbeat
+	beating   atomic.Bool    // the heartbeat loop runs
+	calls     atomic.Int64   // Redis round trips of leases and heartbeats
+	bg        sync.WaitGroup // refills, the lease sweep, heartbeats
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -180,6 +202,8 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		s.br.failed(err, true)
 	}
 	go s.probeLoop()
+	s.bg.Add(1)
+	go s.leaseLoop()
 	return s, nil
 }
 
@@ -263,12 +287,22 @@ func (s *Store) LastError() error {
 	return s.br.lastErr
 }
 
-// Close stops the prober and closes the Redis client, and the fallback
-// store when New created it.
+// Close stops the prober and the lease work, gives back the unspent units
+// of every lease (one pipelined batch, bounded by Timeout), and closes the
+// Redis client, and the fallback store when New created it.
 func (s *Store) Close() error {
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
+	s.bg.Wait()
 	if c := s.client.Load(); c != nil {
+		if ls := s.leases.all(); len(ls) > 0 && !s.br.open.Load() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+			s.returnLeases(ctx, *c, ls)
+			cancel()
+		}
+		if s.beating.Load() {
+			s.beat(true)
+		}
 		(*c).Close()
 	}
 	if s.ownsFall {

@@ -1,0 +1,66 @@
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// leaseMetrics are the Redis store's lease (sync: lease) series.
+type leaseMetrics struct {
+	requests  *prometheus.CounterVec // policy, result
+	fallback  *prometheus.GaugeVec   // policy
+	instances prometheus.Gauge
+}
+
+func newLeaseMetrics() leaseMetrics {
+	return leaseMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_ratelimit_lease_requests_total",
+			Help: "Redis round trips of leased policies (sync: lease), by policy and result (granted, exhausted, returned, error).",
+		}, []string{"policy", "result"}),
+		fallback: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_ratelimit_lease_fallback",
+			Help: "1 while a leased policy decides locally with limit / N because Redis is unreachable, else 0, by policy.",
+		}, []string{"policy"}),
+		instances: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_ratelimit_lease_instances",
+			Help: "Instances seen alive through heartbeats in Redis: the N of the limit / N fallback.",
+		}),
+	}
+}
+
+// LeaseRequest counts one Redis round trip of leased policy with its
+// result: granted, exhausted, returned or error. It is called per round
+// trip, not per request, so the label lookup is affordable.
+func (m *Metrics) LeaseRequest(policy, result string) {
+	if m == nil {
+		return
+	}
+	m.track(policy)
+	m.lease.requests.WithLabelValues(policy, result).Inc()
+}
+
+// LeaseFallback sets whether leased policy decides locally with limit / N.
+func (m *Metrics) LeaseFallback(policy string, on bool) {
+	if m == nil {
+		return
+	}
+	m.track(policy)
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.lease.fallback.WithLabelValues(policy).Set(v)
+}
+
+// LeaseInstances sets N, the instances seen alive.
+func (m *Metrics) LeaseInstances(n int) {
+	if m == nil {
+		return
+	}
+	m.lease.instances.Set(float64(n))
+}
+
+// track remembers policy for Retain.
+func (m *Metrics) track(policy string) {
+	m.mu.Lock()
+	m.policies[policy] = struct{}{}
+	m.mu.Unlock()
+}

@@ -1,0 +1,133 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// leaseFallbacks keeps, for leased policies, the local copy the Fallback
+// decides with while Redis is unreachable (limit / N), and which policies
+// are deciding locally. The zero value is ready; it is safe for
+// concurrent use.
+type leaseFallbacks struct {
+	mu     sync.Mutex
+	copies map[*ratelimit.Policy]fallbackCopy
+	active map[string]bool // policy names deciding locally
+	n      atomic.Int32    // len(active), read without mu on the hot path
+}
+
+type fallbackCopy struct {
+	instances int
+	p         *ratelimit.Policy
+}
+
+// fallbackPolicy is p as one of n instances enforces it alone: limit and
+// burst divided by n, at least 1, and no lease.
+func fallbackPolicy(p *ratelimit.Policy, n int) *ratelimit.Policy {
+	q := *p
+	q.Sync = ratelimit.SyncPerRequest
+	q.Limit = max(1, p.Limit/int64(n))
+	if p.Algorithm == ratelimit.TokenBucket {
+		q.Burst = max(1, p.Burst/int64(n))
+	}
+	c, err := ratelimit.NewPolicy(q)
+	if err != nil {
+		// The divided rate cannot be counted exactly (interval
+		// rounding); the window is stretched instead, which divides
+		// the rate as well.
+		q.Limit, q.Burst = p.Limit, p.Burst
+		q.Window = p.Window * time.Duration(n)
+		if c, err = ratelimit.NewPolicy(q); err != nil {
+			q.Window = p.Window
+			c = ratelimit.MustPolicy(q)
+		}
+	}
+	return c
+}
+
+// local returns the fallback copy of leased policy p for n instances.
+func (f *leaseFallbacks) local(p *ratelimit.Policy, n int) *ratelimit.Policy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.copies[p]; ok && c.instances == n {
+		return c.p
+	}
+	if f.copies == nil || len(f.copies) >= maxLeases {
+		f.copies = make(map[*ratelimit.Policy]fallbackCopy)
+	}
+	c := fallbackCopy{n, fallbackPolicy(p, n)}
+	f.copies[p] = c
+	return c.p
+}
+
+// degradedLeased decides a request with leased limits while Redis is
+// unreachable: with on_error local, each leased limit is decided by the
+// Fallback with its limit / N copy, and the policy is reported as in
+// fallback.
+func (s *Store) degradedLeased(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, cause error) error {
+	if s.o.OnError != OnErrorLocal {
+		return s.degraded(ctx, now, reqs, out)
+	}
+	n := s.instances()
+	local := make([]ratelimit.Request, len(reqs))
+	for i, r := range reqs {
+		local[i] = r
+		if r.Policy.Sync == ratelimit.SyncLease {
+			local[i].Policy = s.fallbacks.local(r.Policy, n)
+			s.enterFallback(r.Policy, local[i].Policy, n, cause)
+		}
+	}
+	return s.degraded(ctx, now, local, out)
+}
+
+// enterFallback reports that leased policy p decides locally with q.
+func (s *Store) enterFallback(p, q *ratelimit.Policy, n int, cause error) {
+	f := &s.fallbacks
+	f.mu.Lock()
+	if f.active[p.Name] {
+		f.mu.Unlock()
+		return
+	}
+	if f.active == nil {
+		f.active = make(map[string]bool)
+	}
+	f.active[p.Name] = true
+	f.n.Store(int32(len(f.active)))
+	f.mu.Unlock()
+	if cause == nil {
+		cause = s.LastError()
+	}
+	if s.o.Logger != nil {
+		s.o.Logger.Warn("lease fallback", "policy", p.Name, "instances", n, "limit", q.Limit, "err", cause)
+	}
+	if s.o.OnLeaseFallback != nil {
+		s.o.OnLeaseFallback(p.Name, true)
+	}
+}
+
+// resumed reports that leased policy p got an answer from Redis: it
+// leaves fallback if it was in it.
+func (s *Store) resumed(p *ratelimit.Policy) {
+	f := &s.fallbacks
+	if f.n.Load() == 0 {
+		return
+	}
+	f.mu.Lock()
+	if !f.active[p.Name] {
+		f.mu.Unlock()
+		return
+	}
+	delete(f.active, p.Name)
+	f.n.Store(int32(len(f.active)))
+	f.mu.Unlock()
+	if s.o.Logger != nil {
+		s.o.Logger.Info("lease resumed", "policy", p.Name)
+	}
+	if s.o.OnLeaseFallback != nil {
+		s.o.OnLeaseFallback(p.Name, false)
+	}
+}

@@ -1,0 +1,84 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+//go:embed heartbeat.lua
+var heartbeatSource string
+
+var heartbeatScript = rueidis.NewLuaScript(heartbeatSource)
+
+// Heartbeat tuning: an instance beats every heartbeatEvery and counts as
+// alive for heartbeatAlive after its last beat.
+const (
+	heartbeatEvery = time.Second
+	heartbeatAlive = 3 * time.Second
+)
+
+// InstancesKey is the sorted set in which the stores sharing key_prefix
+// record their heartbeats.
+func InstancesKey(prefix string) string { return prefix + "lease:instances" }
+
+// startHeartbeat starts the heartbeat loop, once, when the store first
+// decides a leased limit: stores without leases write nothing.
+func (s *Store) startHeartbeat() {
+	if s.beating.Load() || !s.beating.CompareAndSwap(false, true) {
+		return
+	}
+	s.bg.Add(1)
+	go s.heartbeatLoop()
+}
+
+// Instances returns N, the instances seen alive at the last heartbeat
+// (at least 1, this one); the fallback limit of a leased policy is
+// limit / N.
+func (s *Store) Instances() int { return s.instances() }
+
+func (s *Store) instances() int { return max(int(s.seen.Load()), 1) }
+
+func (s *Store) heartbeatLoop() {
+	defer s.bg.Done()
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		s.beat(false)
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// beat records this instance (or, leaving, removes it) and updates N.
+func (s *Store) beat(leaving bool) {
+	c := s.client.Load()
+	if c == nil || (s.br.open.Load() && !leaving) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Timeout, 100*time.Millisecond))
+	defer cancel()
+	leave := "0"
+	if leaving {
+		leave = "1"
+	}
+	start := time.Now()
+	n, err := bounded(ctx, func() rueidis.RedisResult {
+		return heartbeatScript.Exec(ctx, *c, []string{InstancesKey(s.prefix)}, []string{s.id, strconv.FormatInt(micros(heartbeatAlive), 10), leave})
+	}).AsInt64()
+	s.observe(start, err)
+	s.calls.Add(1)
+	if err != nil || leaving {
+		return
+	}
+	s.seen.Store(max(n, 1))
+	if s.o.OnInstances != nil {
+		s.o.OnInstances(int(max(n, 1)))
+	}
+}

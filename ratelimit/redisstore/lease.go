@@ -1,0 +1,718 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+//go:embed lease.lua
+var leaseSource string
+
+// leaseScript grants, takes back and hears about leased budget.
+var leaseScript = rueidis.NewLuaScript(leaseSource)
+
+// Lease tuning; see "Leases" in README.md.
+const (
+	// leaseHorizon is how much of its own traffic an instance asks to
+	// hold: a batch is the arrival rate times the horizon. It is also how
+	// long an exhausted lease rejects locally before asking again.
+	leaseHorizon = 200 * time.Millisecond
+	// leaseHalfLife is the half-life of the arrival rate's estimate.
+	leaseHalfLife = time.Second
+	// leaseIdle is how long a lease may go without requests before its
+	// units go back to Redis and the lease is forgotten.
+	leaseIdle = 2 * leaseHorizon
+	// leaseTTL is how long a token_bucket grant may be spent; a call
+	// before then renews the instance's whole holding.
+	leaseTTL = time.Second
+	// holdShare bounds what all instances may hold at once: each asks
+	// for at most capacity / (holdShare x N) units.
+	holdShare = 10
+	// maxLeases bounds the local lease table; past it a decision takes
+	// one unit with a call of its own.
+	maxLeases = 1 << 16
+)
+
+// leaseTicket is ratelimit.Ticket.Store of a unit spent from a local
+// lease; Ticket.At is the window start (us) it was counted in, or 0 for a
+// token_bucket.
+const leaseTicket = 3
+
+// leaseTau is the time constant of the arrival rate's decay, in seconds.
+var leaseTau = leaseHalfLife.Seconds() / math.Ln2
+
+// lease is one bucket's budget held by this instance. Its fields are
+// guarded by mu.
+type lease struct {
+	key string // the bucket's Redis key
+
+	mu       sync.Mutex
+	req      ratelimit.Request
+	units    int64     // left to spend
+	deadline time.Time // units may be spent before it
+	mark     int64     // window start (us) the units are counted in
+	spent    int64     // token_bucket: spent since the last call
+	back     int64     // units that expired unspent, to give back
+	backMark int64
+	batch    int64     // the last batch asked for
+	score    float64   // decayed count of arrivals: rate x leaseTau
+	scoreAt  time.Time // when score was last decayed
+	lastNow  time.Time // the latest decision time
+	lastUse  time.Time // the latest arrival, on this process's clock
+	quiet    time.Time // exhausted: reject without asking until then
+	retryAt  time.Time // exhausted: when a unit may be free
+	resetAt  time.Time // when the bucket is whole, as last heard
+	remote   int64     // what the bucket had left, as last heard
+	inflight chan struct{}
+	gone     bool // dropped from the table (Reset, idle, Close)
+}
+
+// leaseReply is what lease.lua answers.
+type leaseReply struct {
+	granted   int64
+	at        int64 // the script's time, us
+	valid     time.Duration
+	mark      int64
+	remaining int64
+	retry     time.Duration
+	reset     time.Duration
+}
+
+// leaseTable holds this instance's leases by bucket key. The zero value
+// is ready; it is safe for concurrent use.
+type leaseTable struct {
+	mu sync.Mutex
+	m  map[string]*lease
+}
+
+// get returns the lease of key, creating it; nil when the table is full.
+func (t *leaseTable) get(key string, r ratelimit.Request) *lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l := t.m[key]; l != nil {
+		return l
+	}
+	if t.m == nil {
+		t.m = make(map[string]*lease)
+	}
+	if len(t.m) >= maxLeases {
+		return nil
+	}
+	l := &lease{key: key, req: r}
+	t.m[key] = l
+	return l
+}
+
+// drop forgets the lease of key and returns it, nil when there is none.
+func (t *leaseTable) drop(key string) *lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l := t.m[key]
+	delete(t.m, key)
+	return l
+}
+
+// all returns every lease.
+func (t *leaseTable) all() []*lease {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*lease, 0, len(t.m))
+	for _, l := range t.m {
+		out = append(out, l)
+	}
+	return out
+}
+
+func (t *leaseTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// arriveLocked counts one arrival at now in the decayed rate.
+func (l *lease) arriveLocked(now time.Time) {
+	if !l.scoreAt.IsZero() {
+		if dt := now.Sub(l.scoreAt).Seconds(); dt > 0 {
+			l.score *= math.Exp(-dt / leaseTau)
+		}
+	}
+	if now.After(l.scoreAt) {
+		l.scoreAt = now
+	}
+	l.score++
+	if now.After(l.lastNow) {
+		l.lastNow = now
+	}
+	l.lastUse = time.Now()
+}
+
+// wantLocked is the batch to ask for: the rate times the horizon, within
+// 1 and the instance's share of the capacity.
+func (l *lease) wantLocked(instances int) int64 {
+	rate := l.score / leaseTau
+	want := int64(math.Ceil(rate * leaseHorizon.Seconds()))
+	return min(max(want, 1), maxBatch(l.req.Policy, instances))
+}
+
+// maxBatch is the most units one of n instances asks for at once, so that
+// all of them together hold at most a tenth of the capacity.
+func maxBatch(p *ratelimit.Policy, n int) int64 {
+	return max(1, p.Capacity()/(holdShare*int64(max(n, 1))))
+}
+
+// expireLocked drops units whose time has passed; they go back to Redis
+// with the next call, since they were counted and never spent.
+func (l *lease) expireLocked(now time.Time) {
+	if l.units > 0 && !now.Before(l.deadline) {
+		if l.back == 0 || l.backMark == l.mark {
+			l.back += l.units
+			l.backMark = l.mark
+		}
+		l.units = 0
+	}
+}
+
+// takeLocked spends one unit when the lease has one.
+func (l *lease) takeLocked(now time.Time) bool {
+	l.expireLocked(now)
+	if l.units == 0 {
+		return false
+	}
+	l.units--
+	if l.req.Policy.Algorithm == ratelimit.TokenBucket {
+		l.spent++
+	}
+	return true
+}
+
+// untakeLocked gives back a unit takeLocked spent, while it still counts.
+func (l *lease) untakeLocked(now time.Time, at int64) bool {
+	if l.gone || !now.Before(l.deadline) {
+		return false
+	}
+	if l.req.Policy.Algorithm == ratelimit.TokenBucket {
+		if l.spent == 0 {
+			return false // reported spent already
+		}
+		l.spent--
+	} else if at != l.mark {
+		return false
+	}
+	l.units++
+	return true
+}
+
+// decisionLocked reports the lease as it stands after an admission
+// (allowed) or a rejection.
+func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
+	p := l.req.Policy
+	d := ratelimit.Decision{Allowed: allowed, Limit: p.Limit}
+	if allowed {
+		d.Remaining = min(l.units+l.remote, p.Capacity())
+		d.Ticket = ratelimit.Ticket{Store: leaseTicket, At: l.mark}
+		if p.Algorithm == ratelimit.TokenBucket {
+			if d.Remaining < p.Capacity() {
+				d.RetryAfter = p.Interval()
+			}
+		} else {
+			d.RetryAfter = max(l.deadline.Sub(now), 0)
+		}
+	} else {
+		d.RetryAfter = max(l.retryAt.Sub(now), time.Microsecond)
+	}
+	d.Reset = max(l.resetAt.Sub(now), d.RetryAfter)
+	return d
+}
+
+// leaseArgs builds the arguments of one lease.lua call.
+func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent int64) []string {
+	at := ""
+	if s.o.CallerTime {
+		at = strconv.FormatInt(now.UnixMicro(), 10)
+	}
+	return []string{
+		at, s.slack,
+		strconv.Itoa(int(p.Algorithm)),
+		strconv.FormatInt(p.Limit, 10),
+		strconv.FormatInt(micros(p.Window), 10),
+		strconv.FormatInt(micros(p.Interval()), 10),
+		strconv.FormatInt(p.Burst, 10),
+		strconv.FormatInt(want, 10),
+		strconv.FormatInt(back, 10),
+		strconv.FormatInt(backMark, 10),
+		strconv.FormatInt(spent, 10),
+		"o:" + s.id,
+		strconv.FormatInt(micros(leaseTTL), 10),
+	}
+}
+
+// parseLease decodes a lease.lua reply.
+func parseLease(vals []rueidis.RedisMessage) (leaseReply, error) {
+	if len(vals) != 7 {
+		return leaseReply{}, fmt.Errorf("decoding lease reply: got %d values, want 7", len(vals))
+	}
+	var f [7]int64
+	for i := range f {
+		var err error
+		if f[i], err = vals[i].AsInt64(); err != nil {
+			return leaseReply{}, fmt.Errorf("decoding lease reply: %w", err)
+		}
+	}
+	return leaseReply{
+		granted: f[0], at: f[1], valid: time.Duration(f[2]) * time.Microsecond, mark: f[3],
+		remaining: f[4], retry: time.Duration(f[5]), reset: time.Duration(f[6]),
+	}, nil
+}
+
+// leaseCall runs lease.lua once for the bucket key of policy p.
+func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, p *ratelimit.Policy, key string, want, back, backMark, spent int64) (leaseReply, error) {
+	args := s.leaseArgs(now, p, want, back, backMark, spent)
+	start := time.Now()
+	vals, err := bounded(ctx, func() rueidis.RedisResult { return leaseScript.Exec(ctx, c, []string{key}, args) }).ToArray()
+	var rep leaseReply
+	if err == nil {
+		rep, err = parseLease(vals)
+	}
+	s.observe(start, err)
+	s.calls.Add(1)
+	result := "error"
+	switch {
+	case err != nil:
+	case want == 0 && back > 0:
+		result = "returned"
+	case want == 0:
+		result = "" // a look (Peek) is no lease round trip
+	case rep.granted > 0:
+		result = "granted"
+	default:
+		result = "exhausted"
+	}
+	if result != "" && s.o.OnLease != nil {
+		s.o.OnLease(p.Name, result)
+	}
+	if err != nil {
+		return rep, fmt.Errorf("running lease script: %w", err)
+	}
+	return rep, nil
+}
+
+// refill asks Redis for a batch for l at now, handing back what l owes
+// (units it spent, units that expired unspent), and merges the reply.
+// The caller has set l.inflight; refill clears and closes it.
+func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time.Time) error {
+	l.mu.Lock()
+	want := l.wantLocked(s.instances())
+	spent, back, backMark := l.spent, l.back, l.backMark
+	l.spent, l.back = 0, 0
+	p := l.req.Policy
+	l.mu.Unlock()
+
+	rep, err := s.leaseCall(ctx, c, now, p, l.key, want, back, backMark, spent)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.inflight)
+	l.inflight = nil
+	if err != nil {
+		// Whether the script ran is unknown: what was reported stays
+		// reported (re-sending could count it twice), and the units
+		// held stay as they are. Both err towards admitting less.
+		return err
+	}
+	s.resumed(p)
+	if l.gone {
+		// Reset or Close dropped the lease meanwhile: the grant is not
+		// spent here, and goes back (idle sweep) only if Redis still
+		// counts it; leaving it is conservative.
+		return nil
+	}
+	l.remote = rep.remaining
+	l.resetAt = now.Add(rep.reset)
+	if rep.granted == 0 {
+		l.retryAt = now.Add(rep.retry)
+		l.quiet = now.Add(min(leaseHorizon, max(rep.retry, time.Microsecond)))
+		return nil
+	}
+	if rep.mark != l.mark {
+		// A new window: units of the old one are past their time.
+		l.expireLocked(now.Add(rep.valid))
+		l.units = 0
+	}
+	l.units += rep.granted
+	l.mark = rep.mark
+	l.deadline = now.Add(rep.valid)
+	l.batch = want
+	l.quiet = time.Time{}
+	return nil
+}
+
+// startRefillLocked starts a background refill when l runs below half of
+// its last batch and none is in flight.
+func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
+	if l.inflight != nil || l.units*2 >= l.batch || now.Before(l.quiet) {
+		return
+	}
+	l.inflight = make(chan struct{})
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+		defer cancel()
+		if err := s.refill(ctx, c, l, now); err != nil {
+			s.br.failed(err, false)
+		} else {
+			s.br.succeeded()
+		}
+	}()
+}
+
+// takeLease decides request r from its local lease, asking Redis when the
+// lease is empty. The returned lease is the one the unit came from (nil
+// when none was taken). An error means Redis failed.
+func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, *lease, error) {
+	key := Key(s.prefix, r)
+	s.startHeartbeat()
+	l := s.leases.get(key, r)
+	if l == nil {
+		return s.takeOne(ctx, c, now, r, key)
+	}
+	l.mu.Lock()
+	l.req = r
+	l.arriveLocked(now)
+	for range 3 {
+		if l.gone {
+			l.mu.Unlock()
+			// Reset or the idle sweep dropped it just now: start over.
+			if l = s.leases.get(key, r); l == nil {
+				return s.takeOne(ctx, c, now, r, key)
+			}
+			l.mu.Lock()
+			l.req = r
+			l.arriveLocked(now)
+		}
+		if l.takeLocked(now) {
+			d := l.decisionLocked(now, true)
+			s.startRefillLocked(c, l, now)
+			l.mu.Unlock()
+			return d, l, nil
+		}
+		if now.Before(l.quiet) {
+			break
+		}
+		if ch := l.inflight; ch != nil {
+			l.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ratelimit.Decision{}, nil, fmt.Errorf("waiting for a lease of %s: %w", r.Policy.Name, ctx.Err())
+			}
+			l.mu.Lock()
+			continue
+		}
+		l.inflight = make(chan struct{})
+		l.mu.Unlock()
+		if err := s.refill(ctx, c, l, now); err != nil {
+			return ratelimit.Decision{}, nil, err
+		}
+		l.mu.Lock()
+	}
+	d := l.decisionLocked(now, false)
+	if d.Allowed = l.takeLocked(now); d.Allowed {
+		d = l.decisionLocked(now, true)
+	}
+	l.mu.Unlock()
+	if d.Allowed {
+		return d, l, nil
+	}
+	return d, nil, nil
+}
+
+// takeOne decides r with a call of its own for one unit, spent at once:
+// the table is full. The unit stays counted in Redis (a token_bucket's
+// until its lease expires), which errs towards admitting less.
+func (s *Store) takeOne(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request, key string) (ratelimit.Decision, *lease, error) {
+	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 1, 0, 0, 0)
+	if err != nil {
+		return ratelimit.Decision{}, nil, err
+	}
+	s.resumed(r.Policy)
+	d := ratelimit.Decision{Allowed: rep.granted > 0, Limit: r.Policy.Limit, Remaining: rep.remaining, Reset: rep.reset}
+	if !d.Allowed {
+		d.RetryAfter = max(rep.retry, time.Microsecond)
+	}
+	return d, nil, nil
+}
+
+// hasLease reports whether any limit of reqs is leased.
+func hasLease(reqs []ratelimit.Request) bool {
+	for _, r := range reqs {
+		if r.Policy.Sync == ratelimit.SyncLease {
+			return true
+		}
+	}
+	return false
+}
+
+// decideLeased decides a request with at least one leased limit. Leased
+// limits are taken locally first; the others go to decide.lua, which
+// only judges them when a leased limit has rejected. When the request is
+// not admitted, the leased units go back to their leases.
+func (s *Store) decideLeased(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	took := make([]*lease, len(reqs))
+	admitted := true
+	var others []int
+	var err error
+	for i, r := range reqs {
+		if r.Policy.Sync != ratelimit.SyncLease {
+			others = append(others, i)
+			continue
+		}
+		var l *lease
+		if out[i], l, err = s.takeLease(ctx, c, now, r); err != nil {
+			break
+		}
+		took[i] = l
+		if !out[i].Allowed && !r.Policy.Shadow {
+			admitted = false
+		}
+	}
+	if err == nil && len(others) > 0 {
+		sub := make([]ratelimit.Request, len(others))
+		for j, i := range others {
+			sub[j] = reqs[i]
+		}
+		subOut := make([]ratelimit.Decision, len(sub))
+		err = s.decideRequests(ctx, c, now, sub, subOut, admitted)
+		if err == nil {
+			for j, i := range others {
+				out[i] = subOut[j]
+			}
+			if !ratelimit.Admitted(sub, subOut) {
+				admitted = false
+			}
+		}
+	}
+	if err != nil || !admitted {
+		for i, l := range took {
+			if l == nil {
+				continue
+			}
+			l.mu.Lock()
+			if l.untakeLocked(now, out[i].Ticket.At) {
+				out[i] = l.decisionLocked(now, true)
+			}
+			out[i].Ticket = ratelimit.Ticket{}
+			l.mu.Unlock()
+		}
+	}
+	return err
+}
+
+// decideRequests decides the per-request limits of a request that also
+// has leased ones: taking when take is set, else only judging.
+func (s *Store) decideRequests(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, take bool) error {
+	if take {
+		if s.cluster && len(reqs) > 1 {
+			return s.decideCluster(ctx, c, now, reqs, out)
+		}
+		_, err := s.decideOnce(ctx, c, now, reqs, out, modeTake)
+		return err
+	}
+	if !s.cluster {
+		_, err := s.decideOnce(ctx, c, now, reqs, out, modeJudge)
+		return err
+	}
+	groups := groupBySlot(s.prefix, reqs)
+	base := s.token()
+	for i, g := range groups {
+		g.token = base + "/" + string(rune('a'+i%26))
+	}
+	s.runGroups(ctx, c, now, groups, modeJudge)
+	if err := groupErr(groups); err != nil {
+		return err
+	}
+	for _, g := range groups {
+		for j, i := range g.idx {
+			out[i] = g.out[j]
+		}
+	}
+	return nil
+}
+
+// refundLease gives a unit spent from a local lease back to it while the
+// lease still holds it as counted; otherwise the unit stays spent.
+func (s *Store) refundLease(now time.Time, r ratelimit.Request, d ratelimit.Decision) {
+	s.leases.mu.Lock()
+	l := s.leases.m[Key(s.prefix, r)]
+	s.leases.mu.Unlock()
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.untakeLocked(now, d.Ticket.At)
+	l.mu.Unlock()
+}
+
+// peekLease reports a leased bucket: what Redis has left plus what this
+// instance holds. Units other instances hold are not counted.
+func (s *Store) peekLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, error) {
+	key := Key(s.prefix, r)
+	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 0, 0, 0, 0)
+	if err != nil {
+		return ratelimit.Decision{}, err
+	}
+	d := ratelimit.Decision{Allowed: true, Limit: r.Policy.Limit, Remaining: rep.remaining, Reset: rep.reset}
+	s.leases.mu.Lock()
+	l := s.leases.m[key]
+	s.leases.mu.Unlock()
+	if l != nil {
+		l.mu.Lock()
+		l.expireLocked(now)
+		d.Remaining += l.units
+		l.mu.Unlock()
+	}
+	d.Remaining = min(d.Remaining, r.Policy.Capacity())
+	if d.Remaining == 0 {
+		d.RetryAfter = max(rep.retry, time.Microsecond)
+	}
+	return d, nil
+}
+
+// returnLeases returns the units ls hold, and reports what they spent, in one
+// pipelined batch bounded by ctx; the leases are gone afterwards.
+func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease) {
+	type ret struct {
+		p   *ratelimit.Policy
+		key string
+		n   int64
+	}
+	var rets []ret
+	var execs []rueidis.LuaExec
+	for _, l := range ls {
+		l.mu.Lock()
+		l.gone = true
+		now := l.lastNow
+		l.expireLocked(now)
+		back, mark := l.back, l.backMark
+		if l.units > 0 {
+			if back > 0 && mark != l.mark {
+				back = 0
+			}
+			back += l.units
+			mark = l.mark
+		}
+		spent := l.spent
+		l.units, l.back, l.spent = 0, 0, 0
+		p := l.req.Policy
+		l.mu.Unlock()
+		if back == 0 && spent == 0 {
+			continue
+		}
+		rets = append(rets, ret{p, l.key, back})
+		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, 0, back, mark, spent)})
+	}
+	if len(execs) == 0 {
+		return
+	}
+	start := time.Now()
+	res := boundedMulti(ctx, len(execs), func() []rueidis.RedisResult { return leaseScript.ExecMulti(ctx, c, execs...) })
+	for i, r := range res {
+		_, err := r.ToArray()
+		s.observe(start, err)
+		s.calls.Add(1)
+		result := "returned"
+		if err != nil {
+			result = "error"
+		}
+		if s.o.OnLease != nil {
+			s.o.OnLease(rets[i].p.Name, result)
+		}
+	}
+}
+
+// boundedMulti is bounded for a pipelined batch of n commands.
+func boundedMulti(ctx context.Context, n int, do func() []rueidis.RedisResult) []rueidis.RedisResult {
+	done := make(chan []rueidis.RedisResult, 1)
+	go func() { done <- do() }()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		out := make([]rueidis.RedisResult, n)
+		for i := range out {
+			out[i] = rueidis.NewErrorResult(ctx.Err())
+		}
+		return out
+	}
+}
+
+// sweepLeases gives back and forgets the leases idle since before
+// cutoff (this process's clock).
+func (s *Store) sweepLeases(ctx context.Context, c rueidis.Client, cutoff time.Time) {
+	var idle []*lease
+	s.leases.mu.Lock()
+	for k, l := range s.leases.m {
+		l.mu.Lock()
+		if l.lastUse.Before(cutoff) && l.inflight == nil {
+			idle = append(idle, l)
+			delete(s.leases.m, k)
+		}
+		l.mu.Unlock()
+	}
+	s.leases.mu.Unlock()
+	if len(idle) > 0 {
+		s.returnLeases(ctx, c, idle)
+	}
+}
+
+// leaseLoop sweeps idle leases until the store stops.
+func (s *Store) leaseLoop() {
+	defer s.bg.Done()
+	tick := time.NewTicker(leaseHorizon)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+		c := s.client.Load()
+		if c == nil || s.br.open.Load() || s.leases.len() == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+		s.sweepLeases(ctx, *c, time.Now().Add(-leaseIdle))
+		cancel()
+	}
+}
+
+// decideWithLeases is Decide for a request with a leased limit.
+func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
+	c := s.client.Load()
+	if c == nil || s.br.open.Load() {
+		return s.degradedLeased(ctx, now, reqs, out, nil)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	if s.o.OnError == OnErrorLocal && s.handover.local.pending.Load() {
+		s.handBack(tctx, *c, now, reqs)
+	}
+	err := s.decideLeased(tctx, *c, now, reqs, out)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			s.br.failed(err, false)
+		}
+		return s.degradedLeased(ctx, now, reqs, out, err)
+	}
+	s.br.succeeded()
+	return nil
+}

@@ -1,0 +1,224 @@
+-- lease.lua hands one instance a batch of a bucket's budget (sync: lease),
+-- takes back what it did not use and hears what it spent, atomically. The
+-- instance spends the batch locally until the reply's validity ends; see
+-- "Leases" in README.md for why admissions never exceed the policy's.
+-- Absolute times are whole microseconds, as in decide.lua.
+--
+-- KEYS[1]   the bucket: fixed_window 'start count' and sliding_window_counter
+--           'start cur prev' strings as decide.lua keeps them; token_bucket
+--           a hash (below)
+-- ARGV[1]   decision time in us, or '' for the server's TIME
+-- ARGV[2]   extra TTL in ms added to every PEXPIRE (virtual clocks)
+-- ARGV[3]   algorithm (1 token_bucket, 3 fixed_window, 5 sliding_window_counter)
+-- ARGV[4]   limit
+-- ARGV[5]   window us
+-- ARGV[6]   interval us
+-- ARGV[7]   burst
+-- ARGV[8]   want: units asked for (0 takes none)
+-- ARGV[9]   units given back, unspent
+-- ARGV[10]  window start in us the given-back units were counted in
+--           (fixed_window, sliding_window_counter)
+-- ARGV[11]  token_bucket: units spent since this instance's last call
+-- ARGV[12]  token_bucket: the instance's field, 'o:' .. its id
+-- ARGV[13]  token_bucket: how long a grant may be spent, us
+--
+-- Reply: {granted, now_us, valid_us, mark, remaining, retry_ns, reset_ns}:
+-- the units granted; the script's time; how long from now the instance
+-- may spend them (to the window's end, or the token_bucket lease TTL);
+-- the window start they are counted in (0 for token_bucket); what the
+-- bucket has left after the grant; when granted is 0, how long until a
+-- unit may be free; how long until the bucket is whole.
+--
+-- token_bucket hash: 'l' the level in us of refill (tokens x interval),
+-- 't' its time in us, and per instance 'o:ID' = 'units expiry_us': units
+-- leased and not yet reported spent or given back. The refill is capped
+-- at burst minus every instance's outstanding units, so the level plus
+-- the units leased and unspent never exceed the burst.
+
+local function nums(v)
+  local t = {}
+  if v then
+    for x in string.gmatch(v, '%S+') do t[#t + 1] = x end
+  end
+  return t
+end
+
+local function fmt(x) return string.format('%.17g', x) end
+
+local function ttl(us, slack)
+  return math.max(1, math.ceil(us / 1000)) + slack
+end
+
+local function wstart(now, w)
+  local s = now - (now % w)
+  if s > now then s = s - w end
+  return s
+end
+
+local function trunc(x)
+  if x >= 0 then return math.floor(x) end
+  return math.ceil(x)
+end
+
+local function ceilmicro(ns) return math.ceil(ns / 1000) * 1000 end
+
+-- cretry mirrors ratelimit.counterRetry; el and wn are in ns.
+local function cretry(cur, prev, el, wn, target)
+  local toend = wn - el
+  local wait
+  if target <= 0 then
+    return 0
+  elseif cur >= target then
+    local need = wn - target * wn / cur
+    wait = toend + trunc(need) + 1
+  else
+    local e = wn - (target - cur) * wn / prev
+    wait = math.min(math.max(trunc(e) + 1 - el, 1), toend)
+  end
+  return ceilmicro(wait)
+end
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local slack = tonumber(ARGV[2])
+local alg = tonumber(ARGV[3])
+local limit = tonumber(ARGV[4])
+local w = tonumber(ARGV[5])
+local t = tonumber(ARGV[6])
+local burst = tonumber(ARGV[7])
+local want = tonumber(ARGV[8])
+local back = tonumber(ARGV[9])
+local mark = tonumber(ARGV[10])
+local k = KEYS[1]
+
+if alg == 3 then
+  local v = nums(redis.call('GET', k))
+  local st, cnt = tonumber(v[1] or '0'), tonumber(v[2] or '0')
+  if back > 0 and mark == st then cnt = math.max(cnt - back, 0) end
+  local start = wstart(now, w)
+  if start > st then st, cnt = start, 0 end
+  -- A clock that steps back keeps counting into the newest window.
+  local e = st + w
+  local g = math.max(math.min(want, limit - cnt), 0)
+  cnt = cnt + g
+  if g > 0 or back > 0 then
+    redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt), 'PX', ttl(e - now, slack))
+  end
+  local retry = 0
+  if g == 0 then retry = (e - now) * 1000 end
+  local reset = (e - now) * 1000
+  if cnt == 0 then reset = 0 end
+  return {g, now, e - now, st, limit - cnt, retry, reset}
+end
+
+if alg == 5 then
+  local v = nums(redis.call('GET', k))
+  local st, cur, prev = tonumber(v[1] or '0'), tonumber(v[2] or '0'), tonumber(v[3] or '0')
+  if back > 0 then
+    if mark == st then
+      cur = math.max(cur - back, 0)
+    elseif mark == st - w then
+      prev = math.max(prev - back, 0)
+    end
+  end
+  local start = wstart(now, w)
+  if start == st + w then
+    st, cur, prev = start, 0, cur
+  elseif start > st then
+    st, cur, prev = start, 0, 0
+  end
+  local wn = w * 1000
+  local el = math.min(math.max(now - st, 0) * 1000, wn - 1)
+  local weight = prev * (wn - el) / wn
+  -- As the per-request step: a unit is admitted while cur + weight <
+  -- limit, so ceil(limit - cur - weight) of them fit. The weight only
+  -- falls until the window ends, which is when the grant must be spent.
+  local g = 0
+  local room = limit - cur - weight
+  if room > 0 then g = math.min(want, math.ceil(room)) end
+  cur = cur + g
+  if g > 0 or back > 0 then
+    redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * w - now, slack))
+  end
+  local retry = 0
+  if g == 0 then retry = cretry(cur, prev, el, wn, limit) end
+  local rem = 0
+  if limit - cur - weight > 0 then rem = math.ceil(limit - cur - weight) end
+  local reset = 0
+  if cur > 0 then reset = (st + 2 * w - now) * 1000 elseif prev > 0 then reset = (st + w - now) * 1000 end
+  return {g, now, st + w - now, st, rem, retry, reset}
+end
+
+-- token_bucket
+local spent = tonumber(ARGV[11])
+local me = ARGV[12]
+local lttl = tonumber(ARGV[13])
+local cap = burst * t
+local h = redis.call('HGETALL', k)
+local level, at
+local out = 0 -- every instance's outstanding units
+local mine, mine_e = 0, 0
+local fields = {}
+for i = 1, #h, 2 do
+  local f, val = h[i], h[i + 1]
+  if f == 'l' then
+    level = tonumber(val)
+  elseif f == 't' then
+    at = tonumber(val)
+  else
+    local x = nums(val)
+    local o, e = tonumber(x[1]), tonumber(x[2])
+    out = out + o
+    fields[#fields + 1] = {f, o, e}
+    if f == me then mine, mine_e = o, e end
+  end
+end
+if level == nil then level, at = cap, now end
+-- Refill first, under the cap that held since the last call: units
+-- reported spent or expired now free room only from now on.
+if now > at then
+  local room = cap - out * t
+  if level < room then level = math.min(level + (now - at), room) end
+  at = now
+end
+local maxe = 0
+for _, e in ipairs(fields) do
+  if e[3] <= now then
+    redis.call('HDEL', k, e[1])
+    if e[1] == me then mine, mine_e = 0, 0 end
+  elseif e[1] ~= me then
+    maxe = math.max(maxe, e[3])
+  end
+end
+local sp = math.min(spent, mine)
+mine = mine - sp
+local gb = math.min(back, mine)
+mine = mine - gb
+level = level + gb * t
+local g = math.max(math.min(want, math.floor(level / t)), 0)
+level = level - g * t
+mine = mine + g
+local valid = 0
+if g > 0 then
+  mine_e = now + lttl
+  valid = lttl
+elseif mine > 0 then
+  valid = mine_e - now
+end
+if mine > 0 then
+  redis.call('HSET', k, me, fmt(mine) .. ' ' .. fmt(mine_e))
+  maxe = math.max(maxe, mine_e)
+else
+  redis.call('HDEL', k, me)
+end
+redis.call('HSET', k, 'l', fmt(level), 't', fmt(at))
+-- Fresh once every lease has expired and the level has refilled.
+redis.call('PEXPIRE', k, ttl(math.max(maxe - now, 0) + (cap - level), slack))
+local retry = 0
+if g == 0 and level < t then retry = (t - level) * 1000 end
+return {g, now, valid, 0, math.floor(level / t), retry, (cap - level) * 1000}

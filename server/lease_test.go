@@ -1,0 +1,68 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+)
+
+// TestLeasedPolicyThroughTheGateway serves a fixed_window policy with
+// sync: lease on a real Redis: a window of 500 admits exactly 500 of 800
+// requests, Redis sees fewer round trips than requests, and the lease
+// metrics count them.
+func TestLeasedPolicyThroughTheGateway(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	const cfg = `listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+store:
+  type: redis
+  redis: {addresses: ["%s"], timeout: 1s}
+policies:
+  global:
+    {algorithm: fixed_window, limit: 500, window: 1h, key: [global], sync: lease}
+routes:
+  - name: r
+    upstream: %s
+    limits: [global]
+`
+	r := serve(t, fmt.Sprintf(cfg, srv.Addr(), up.URL))
+	codes := map[int]int{}
+	for range 800 {
+		code, _, _ := get(t, r.url("http")+"/", "")
+		codes[code]++
+	}
+	if codes[http.StatusOK] != 500 || codes[http.StatusTooManyRequests] != 300 {
+		t.Errorf("got statuses %v, want 500 x 200 and 300 x 429", codes)
+	}
+	_, _, body := get(t, r.url("admin")+"/metrics", "")
+	granted := metricValue(t, body, `sluice_ratelimit_lease_requests_total{policy="global",result="granted"}`)
+	if granted < 1 || granted > 800/5 {
+		t.Errorf("got %v granting lease calls for 800 requests, want 1 to 160", granted)
+	}
+	if !strings.Contains(body, `sluice_ratelimit_lease_instances 1`) {
+		t.Errorf("metrics lack sluice_ratelimit_lease_instances 1")
+	}
+}
+
+// metricValue returns the value of the series named exactly by series.
+func metricValue(t *testing.T, body, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("metrics lack %s", series)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
