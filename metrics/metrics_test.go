@@ -30,6 +30,9 @@ func exercise(m *Metrics) {
 	m.Store("memory").Observe(time.Millisecond, errors.New("store down"))
 	m.Reload(true)
 	m.SetKeys(func() map[string]int64 { return map[string]int64{"api-per-key": 3} })
+	m.LeaseRequest("api-per-key", "granted")
+	m.LeaseFallback("api-per-key", true)
+	m.LeaseInstances(3)
 }
 
 // families gathers m's registry, indexed by name.
@@ -106,17 +109,20 @@ func TestFamilies(t *testing.T) {
 		typ    dto.MetricType
 		labels []string
 	}{
-		"sluice_http_requests_total":           {dto.MetricType_COUNTER, []string{"code", "route"}},
-		"sluice_http_request_duration_seconds": {dto.MetricType_HISTOGRAM, []string{"route"}},
-		"sluice_ratelimit_decisions_total":     {dto.MetricType_COUNTER, []string{"algorithm", "policy", "result", "route"}},
-		"sluice_ratelimit_refunds_total":       {dto.MetricType_COUNTER, []string{"policy", "route"}},
-		"sluice_ratelimit_queue_depth":         {dto.MetricType_GAUGE, []string{"policy"}},
-		"sluice_ratelimit_queue_wait_seconds":  {dto.MetricType_HISTOGRAM, []string{"policy"}},
-		"sluice_ratelimit_keys":                {dto.MetricType_GAUGE, []string{"policy"}},
-		"sluice_store_errors_total":            {dto.MetricType_COUNTER, []string{"store"}},
-		"sluice_store_duration_seconds":        {dto.MetricType_HISTOGRAM, []string{"store"}},
-		"sluice_upstream_errors_total":         {dto.MetricType_COUNTER, []string{"kind", "route"}},
-		"sluice_config_reloads_total":          {dto.MetricType_COUNTER, []string{"result"}},
+		"sluice_http_requests_total":            {dto.MetricType_COUNTER, []string{"code", "route"}},
+		"sluice_http_request_duration_seconds":  {dto.MetricType_HISTOGRAM, []string{"route"}},
+		"sluice_ratelimit_decisions_total":      {dto.MetricType_COUNTER, []string{"algorithm", "policy", "result", "route"}},
+		"sluice_ratelimit_refunds_total":        {dto.MetricType_COUNTER, []string{"policy", "route"}},
+		"sluice_ratelimit_queue_depth":          {dto.MetricType_GAUGE, []string{"policy"}},
+		"sluice_ratelimit_queue_wait_seconds":   {dto.MetricType_HISTOGRAM, []string{"policy"}},
+		"sluice_ratelimit_keys":                 {dto.MetricType_GAUGE, []string{"policy"}},
+		"sluice_store_errors_total":             {dto.MetricType_COUNTER, []string{"store"}},
+		"sluice_store_duration_seconds":         {dto.MetricType_HISTOGRAM, []string{"store"}},
+		"sluice_upstream_errors_total":          {dto.MetricType_COUNTER, []string{"kind", "route"}},
+		"sluice_config_reloads_total":           {dto.MetricType_COUNTER, []string{"result"}},
+		"sluice_ratelimit_lease_requests_total": {dto.MetricType_COUNTER, []string{"policy", "result"}},
+		"sluice_ratelimit_lease_fallback":       {dto.MetricType_GAUGE, []string{"policy"}},
+		"sluice_ratelimit_lease_instances":      {dto.MetricType_GAUGE, nil},
 	}
 	got := families(t, m)
 	for name, w := range want {

@@ -34,8 +34,8 @@ const (
 	// leaseTTL is how long a token_bucket grant may be spent; a call
 	// before then renews the instance's whole holding.
 	leaseTTL = time.Second
-	// holdShare bounds what all instances may hold at once: each asks
-	// for at most capacity / (holdShare x N) units.
+	// holdShare bounds what all instances may hold at once: each holds
+	// at most capacity / (holdShare x N) units, and at least one.
 	holdShare = 10
 	// maxLeases bounds the local lease table; past it a decision takes
 	// one unit with a call of its own.
@@ -163,8 +163,9 @@ func (l *lease) wantLocked(instances int) int64 {
 	return min(max(want, 1), maxBatch(l.req.Policy, instances))
 }
 
-// maxBatch is the most units one of n instances asks for at once, so that
-// all of them together hold at most a tenth of the capacity.
+// maxBatch is the most units one of n instances holds at once, so that
+// all of them together hold at most a tenth of the capacity (or one
+// each, when that is less than one).
 func maxBatch(p *ratelimit.Policy, n int) int64 {
 	return max(1, p.Capacity()/(holdShare*int64(max(n, 1))))
 }
@@ -310,7 +311,11 @@ func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, 
 // The caller has set l.inflight; refill clears and closes it.
 func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time.Time) error {
 	l.mu.Lock()
-	want := l.wantLocked(s.instances())
+	// Topped up to the batch, never past it: what one instance holds
+	// stays within maxBatch.
+	l.expireLocked(now)
+	target := l.wantLocked(s.instances())
+	want := max(target-l.units, 1)
 	spent, back, backMark := l.spent, l.back, l.backMark
 	l.spent, l.back = 0, 0
 	p := l.req.Policy
@@ -337,9 +342,17 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	}
 	l.remote = rep.remaining
 	l.resetAt = now.Add(rep.reset)
+	if rep.granted < want {
+		// Short: ask again only once the rest may be there, so that a
+		// bucket at its limit does not turn rejections into calls.
+		wait := max(rep.retry, time.Microsecond)
+		if p.Algorithm == ratelimit.TokenBucket {
+			wait = max(wait, time.Duration(want-rep.granted)*p.Interval())
+		}
+		l.quiet = now.Add(min(leaseHorizon, wait))
+	}
 	if rep.granted == 0 {
-		l.retryAt = now.Add(rep.retry)
-		l.quiet = now.Add(min(leaseHorizon, max(rep.retry, time.Microsecond)))
+		l.retryAt = now.Add(max(rep.retry, time.Microsecond))
 		return nil
 	}
 	if rep.mark != l.mark {
@@ -350,8 +363,10 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	l.units += rep.granted
 	l.mark = rep.mark
 	l.deadline = now.Add(rep.valid)
-	l.batch = want
-	l.quiet = time.Time{}
+	l.batch = target
+	if rep.granted == want {
+		l.quiet = time.Time{}
+	}
 	return nil
 }
 
