@@ -28,11 +28,15 @@ func InstancesKey(prefix string) string { return prefix + "lease:instances" }
 // startHeartbeat starts the heartbeat loop, once, when the store first
 // decides a leased limit: stores without leases write nothing.
 func (s *Store) startHeartbeat() {
-	if s.beating.Load() || !s.beating.CompareAndSwap(false, true) {
-		return
-	}
-	s.bg.Add(1)
-	go s.heartbeatLoop()
+	// The first beat is waited for, by every decision that comes while
+	// it runs, so that the first batches are sized for the instances
+	// there are, not for one.
+	s.beatOnce.Do(func() {
+		s.beat(false)
+		s.beating.Store(true)
+		s.bg.Add(1)
+		go s.heartbeatLoop()
+	})
 }
 
 // Instances returns N, the instances seen alive at the last heartbeat
@@ -47,12 +51,12 @@ func (s *Store) heartbeatLoop() {
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
 	for {
-		s.beat(false)
 		select {
 		case <-s.stop:
 			return
 		case <-tick.C:
 		}
+		s.beat(false)
 	}
 }
 

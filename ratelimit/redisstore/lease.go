@@ -59,6 +59,7 @@ type lease struct {
 	req      ratelimit.Request
 	units    int64     // left to spend
 	deadline time.Time // units may be spent before it
+	from     time.Time // with caller time: units may be spent from then on
 	mark     int64     // window start (us) the units are counted in
 	spent    int64     // token_bucket: spent since the last call
 	back     int64     // units that expired unspent, to give back
@@ -185,7 +186,7 @@ func (l *lease) expireLocked(now time.Time) {
 // takeLocked spends one unit when the lease has one.
 func (l *lease) takeLocked(now time.Time) bool {
 	l.expireLocked(now)
-	if l.units == 0 {
+	if l.units == 0 || now.Before(l.from) {
 		return false
 	}
 	l.units--
@@ -363,6 +364,13 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	l.units += rep.granted
 	l.mark = rep.mark
 	l.deadline = now.Add(rep.valid)
+	if s.o.CallerTime && rep.mark != 0 {
+		// Decisions on virtual clocks may run out of order: a call
+		// made at now may find the bucket already in a later window,
+		// whose units must not be spent before it starts. (On the
+		// server's clock the reply comes after the script's time.)
+		l.from = time.UnixMicro(rep.mark)
+	}
 	l.batch = target
 	if rep.granted == want {
 		l.quiet = time.Time{}

@@ -127,6 +127,7 @@ type Store struct {
 	fallbacks leaseFallbacks // leased policies deciding locally
 	seen      atomic.Int64   // instances alive at the last heartbeat
 	beating   atomic.Bool    // the heartbeat loop runs
+	beatOnce  sync.Once      // starts it
 	calls     atomic.Int64   // Redis round trips of leases and heartbeats
 	bg        sync.WaitGroup // refills, the lease sweep, heartbeats
 
