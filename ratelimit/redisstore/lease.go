@@ -63,6 +63,7 @@ type lease struct {
 	mark     int64     // window start (us) the units are counted in
 	spent    int64     // token_bucket: spent since the last call
 	back     int64     // units that expired unspent, to give back
+	refunds  int64     // token_bucket: refunds of units reported spent
 	backMark int64
 	batch    int64     // the last batch asked for
 	score    float64   // decayed count of arrivals: rate x leaseTau
@@ -203,7 +204,11 @@ func (l *lease) untakeLocked(now time.Time, at int64) bool {
 	}
 	if l.req.Policy.Algorithm == ratelimit.TokenBucket {
 		if l.spent == 0 {
-			return false // reported spent already
+			// Reported spent already: Redis takes it back with the
+			// next call, which need not wait.
+			l.refunds++
+			l.quiet = time.Time{}
+			return false
 		}
 		l.spent--
 	} else if at != l.mark {
@@ -236,7 +241,7 @@ func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
 }
 
 // leaseArgs builds the arguments of one lease.lua call.
-func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent int64) []string {
+func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent, refunds int64) []string {
 	at := ""
 	if s.o.CallerTime {
 		at = strconv.FormatInt(now.UnixMicro(), 10)
@@ -254,6 +259,7 @@ func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMa
 		strconv.FormatInt(spent, 10),
 		"o:" + s.id,
 		strconv.FormatInt(micros(leaseTTL), 10),
+		strconv.FormatInt(refunds, 10),
 	}
 }
 
@@ -276,8 +282,8 @@ func parseLease(vals []rueidis.RedisMessage) (leaseReply, error) {
 }
 
 // leaseCall runs lease.lua once for the bucket key of policy p.
-func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, p *ratelimit.Policy, key string, want, back, backMark, spent int64) (leaseReply, error) {
-	args := s.leaseArgs(now, p, want, back, backMark, spent)
+func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, p *ratelimit.Policy, key string, want, back, backMark, spent, refunds int64) (leaseReply, error) {
+	args := s.leaseArgs(now, p, want, back, backMark, spent, refunds)
 	start := time.Now()
 	vals, err := bounded(ctx, func() rueidis.RedisResult { return leaseScript.Exec(ctx, c, []string{key}, args) }).ToArray()
 	var rep leaseReply
@@ -317,12 +323,12 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	l.expireLocked(now)
 	target := l.wantLocked(s.instances())
 	want := max(target-l.units, 1)
-	spent, back, backMark := l.spent, l.back, l.backMark
-	l.spent, l.back = 0, 0
+	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
+	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy
 	l.mu.Unlock()
 
-	rep, err := s.leaseCall(ctx, c, now, p, l.key, want, back, backMark, spent)
+	rep, err := s.leaseCall(ctx, c, now, p, l.key, want, back, backMark, spent, refunds)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -385,9 +391,9 @@ func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 		return
 	}
 	l.inflight = make(chan struct{})
-	s.bg.Add(1)
+	s.refills.Add(1)
 	go func() {
-		defer s.bg.Done()
+		defer s.refills.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
 		defer cancel()
 		if err := s.refill(ctx, c, l, now); err != nil {
@@ -463,7 +469,7 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 // the table is full. The unit stays counted in Redis (a token_bucket's
 // until its lease expires), which errs towards admitting less.
 func (s *Store) takeOne(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request, key string) (ratelimit.Decision, *lease, error) {
-	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 1, 0, 0, 0)
+	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 1, 0, 0, 0, 0)
 	if err != nil {
 		return ratelimit.Decision{}, nil, err
 	}
@@ -589,7 +595,7 @@ func (s *Store) refundLease(now time.Time, r ratelimit.Request, d ratelimit.Deci
 // instance holds. Units other instances hold are not counted.
 func (s *Store) peekLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, error) {
 	key := Key(s.prefix, r)
-	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 0, 0, 0, 0)
+	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 0, 0, 0, 0, 0)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -633,15 +639,15 @@ func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease)
 			back += l.units
 			mark = l.mark
 		}
-		spent := l.spent
-		l.units, l.back, l.spent = 0, 0, 0
+		spent, refunds := l.spent, l.refunds
+		l.units, l.back, l.spent, l.refunds = 0, 0, 0, 0
 		p := l.req.Policy
 		l.mu.Unlock()
-		if back == 0 && spent == 0 {
+		if back == 0 && spent == 0 && refunds == 0 {
 			continue
 		}
 		rets = append(rets, ret{p, l.key, back})
-		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, 0, back, mark, spent)})
+		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, 0, back, mark, spent, refunds)})
 	}
 	if len(execs) == 0 {
 		return

@@ -21,6 +21,8 @@
 -- ARGV[11]  token_bucket: units spent since this instance's last call
 -- ARGV[12]  token_bucket: the instance's field, 'o:' .. its id
 -- ARGV[13]  token_bucket: how long a grant may be spent, us
+-- ARGV[14]  token_bucket: admitted units refunded (count_status) after
+--           they were reported spent
 --
 -- Reply: {granted, now_us, valid_us, mark, remaining, retry_ns, reset_ns}:
 -- the units granted; the script's time; how long from now the instance
@@ -200,6 +202,16 @@ mine = mine - sp
 local gb = math.min(back, mine)
 mine = mine - gb
 level = level + gb * t
+local outNow = mine
+for _, e in ipairs(fields) do
+  if e[3] > now and e[1] ~= me then outNow = outNow + e[2] end
+end
+local refunds = tonumber(ARGV[14] or '0')
+if refunds > 0 then
+  -- A refund undoes an admission, as RefundTokenBucket does, within
+  -- the cap.
+  level = math.max(level, math.min(level + refunds * t, cap - outNow * t))
+end
 local g = math.max(math.min(want, math.floor(level / t)), 0)
 level = level - g * t
 mine = mine + g

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,4 +54,186 @@ func TestLeaseFixedWindowOneInstance(t *testing.T) {
 		t.Errorf("got %d Redis calls for 6000 decisions, want at most 1200", got)
 	}
 	t.Logf("%d Redis calls for 6000 decisions", s.calls.Load())
+}
+
+// windowCount reads a leased fixed_window bucket's count in Redis.
+func windowCount(t *testing.T, srv *redistest.Server, r ratelimit.Request) int64 {
+	t.Helper()
+	v := srv.Do("GET", Key("", r))
+	if v == "" {
+		return 0
+	}
+	var st, count int64
+	if _, err := fmt.Sscan(v, &st, &count); err != nil {
+		t.Fatalf("bucket %q: %v", v, err)
+	}
+	return count
+}
+
+// TestLeaseCloseGivesBack checks that Close returns the units a lease
+// holds: Redis then counts only the admitted requests.
+func TestLeaseCloseGivesBack(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(context.Background(), Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := leasePolicy(t, "close-back", ratelimit.FixedWindow, 100_000, time.Hour)
+	r := ratelimit.Request{Policy: p, Key: "k"}
+	for range 200 {
+		if !decide1(t, s, time.Now(), r)[0].Allowed {
+			t.Fatal("rejected far below the limit")
+		}
+	}
+	s.refills.Wait()
+	if held := windowCount(t, srv, r); held <= 200 {
+		t.Fatalf("Redis counts %d before Close, want more than the 200 admitted (a lease holds the rest)", held)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := windowCount(t, srv, r); got != 200 {
+		t.Errorf("Redis counts %d after Close, want the 200 admitted", got)
+	}
+}
+
+// TestLeaseIdleGivesBack checks that the sweep returns an idle lease's
+// units, and a token_bucket instance's holding, and forgets the leases.
+func TestLeaseIdleGivesBack(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
+	fw := ratelimit.Request{Policy: leasePolicy(t, "idle-fw", ratelimit.FixedWindow, 100_000, time.Hour), Key: "k"}
+	tb := ratelimit.Request{Policy: leasePolicy(t, "idle-tb", ratelimit.TokenBucket, 100_000, time.Hour), Key: "k"}
+	for range 100 {
+		decide1(t, s, time.Now(), fw, tb)
+	}
+	s.refills.Wait()
+	if got := srv.Do("HEXISTS", Key("", tb), "o:"+s.id); got != "1" {
+		t.Fatalf("token_bucket holding of this instance: HEXISTS got %q, want 1", got)
+	}
+	c := s.client.Load()
+	s.sweepLeases(context.Background(), *c, time.Now().Add(time.Hour))
+	if got := windowCount(t, srv, fw); got != 100 {
+		t.Errorf("fixed_window count after the sweep: got %d, want the 100 admitted", got)
+	}
+	if got := srv.Do("HEXISTS", Key("", tb), "o:"+s.id); got != "0" {
+		t.Errorf("token_bucket holding after the sweep: HEXISTS got %q, want 0 (given back and spent reported)", got)
+	}
+	if n := s.leases.len(); n != 0 {
+		t.Errorf("leases after the sweep: got %d, want 0", n)
+	}
+}
+
+// TestLeaseChangedPolicyStartsAfresh checks that a reload that changes a
+// leased policy's settings, or turns a per-request policy into a leased
+// one, starts from a fresh bucket.
+func TestLeaseChangedPolicyStartsAfresh(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true})
+	now := time.Unix(1_700_000_000, 0)
+	count := func(p *ratelimit.Policy) int {
+		n := 0
+		for range 30 {
+			if decide1(t, s, now, ratelimit.Request{Policy: p, Key: "k"})[0].Allowed {
+				n++
+			}
+		}
+		return n
+	}
+	perRequest := policyOf(t, "afresh", ratelimit.FixedWindow, 10, time.Hour)
+	leased := leasePolicy(t, "afresh", ratelimit.FixedWindow, 10, time.Hour)
+	bigger := leasePolicy(t, "afresh", ratelimit.FixedWindow, 20, time.Hour)
+	for _, tc := range []struct {
+		p    *ratelimit.Policy
+		want int
+	}{{perRequest, 10}, {leased, 10}, {bigger, 20}, {leased, 0}} {
+		if got := count(tc.p); got != tc.want {
+			t.Errorf("limit %d sync %v: admitted %d of 30, want %d", tc.p.Limit, tc.p.Sync, got, tc.want)
+		}
+	}
+}
+
+// TestLeaseResetAndRefund checks Reset (the Redis state and this
+// instance's lease go) and Refund (the unit goes back to the lease).
+func TestLeaseResetAndRefund(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true})
+	now := time.Unix(1_700_000_000, 0)
+	for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.SlidingWindowCounter} {
+		t.Run(a.String(), func(t *testing.T) {
+			r := ratelimit.Request{Policy: leasePolicy(t, "reset-"+a.String(), a, 5, time.Hour), Key: "k"}
+			var last ratelimit.Decision
+			for range 5 {
+				if last = decide1(t, s, now, r)[0]; !last.Allowed {
+					t.Fatal("rejected within the limit")
+				}
+			}
+			if decide1(t, s, now, r)[0].Allowed {
+				t.Fatal("admitted past the limit")
+			}
+			if err := s.Refund(context.Background(), now, []ratelimit.Request{r}, []ratelimit.Decision{last}); err != nil {
+				t.Fatal(err)
+			}
+			if !decide1(t, s, now, r)[0].Allowed {
+				t.Error("refunded unit: rejected, want admitted")
+			}
+			if decide1(t, s, now, r)[0].Allowed {
+				t.Error("after the refunded unit: admitted, want rejected")
+			}
+			if err := s.Reset(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			if got := srv.Do("EXISTS", Key("", r)); got != "0" {
+				t.Errorf("bucket after Reset: EXISTS got %q, want 0", got)
+			}
+			n := 0
+			for range 10 {
+				if decide1(t, s, now, r)[0].Allowed {
+					n++
+				}
+			}
+			if n != 5 {
+				t.Errorf("after Reset: admitted %d of 10, want 5", n)
+			}
+		})
+	}
+}
+
+// TestLeaseBesidePerRequestLimits checks a route with a leased limit and
+// a per-request one: a request the per-request limit rejects takes
+// nothing from the lease, and one the lease rejects nothing from the
+// per-request limit.
+func TestLeaseBesidePerRequestLimits(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true})
+	now := time.Unix(1_700_000_000, 0)
+	leased := ratelimit.Request{Policy: leasePolicy(t, "mixed-lease", ratelimit.FixedWindow, 5, time.Hour), Key: "k"}
+	narrow := ratelimit.Request{Policy: policyOf(t, "mixed-narrow", ratelimit.FixedWindow, 3, time.Hour), Key: "k"}
+	wide := ratelimit.Request{Policy: policyOf(t, "mixed-wide", ratelimit.FixedWindow, 100, time.Hour), Key: "k"}
+	admitted := 0
+	for range 10 {
+		if ratelimit.Admitted([]ratelimit.Request{leased, narrow}, decide1(t, s, now, leased, narrow)) {
+			admitted++
+		}
+	}
+	if admitted != 3 {
+		t.Fatalf("leased 5 beside per-request 3: admitted %d, want 3", admitted)
+	}
+	// The lease still has 2 for a route where the other limit is wide.
+	admitted = 0
+	for range 10 {
+		if ratelimit.Admitted([]ratelimit.Request{leased, wide}, decide1(t, s, now, leased, wide)) {
+			admitted++
+		}
+	}
+	if admitted != 2 {
+		t.Errorf("then beside per-request 100: admitted %d, want the lease's 2 left", admitted)
+	}
+	d, err := s.Peek(context.Background(), now, wide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Remaining != 98 {
+		t.Errorf("per-request 100 after 2 admissions and 8 rejected by the lease: remaining %d, want 98", d.Remaining)
+	}
 }

@@ -129,7 +129,8 @@ type Store struct {
 	beating   atomic.Bool    // the heartbeat loop runs
 	beatOnce  sync.Once      // starts it
 	calls     atomic.Int64   // Redis round trips of leases and heartbeats
-	bg        sync.WaitGroup // refills, the lease sweep, heartbeats
+	bg        sync.WaitGroup // the lease sweep and heartbeats
+	refills   sync.WaitGroup // background lease refills
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -295,6 +296,7 @@ func (s *Store) Close() error {
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
 	s.bg.Wait()
+	s.refills.Wait()
 	if c := s.client.Load(); c != nil {
 		if ls := s.leases.all(); len(ls) > 0 && !s.br.open.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
