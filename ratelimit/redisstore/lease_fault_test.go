@@ -1,0 +1,103 @@
+package redisstore
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// syncBuffer is a bytes.Buffer safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.b.String(), s)
+}
+
+// TestLeaseFallbackAndResume kills Redis under a leased policy seen by
+// three instances: the instance falls back to limit / 3 at once, says so
+// once in the log and through OnLeaseFallback, decides within the
+// timeout, and leases again once Redis is back.
+func TestLeaseFallbackAndResume(t *testing.T) {
+	srv := redistest.Start(t)
+	var logs syncBuffer
+	var mu sync.Mutex
+	var states []bool
+	var c trips
+	s := newStore(t, Options{
+		Addresses: []string{srv.Addr()}, Timeout: faultTimeout, Observe: c.observe,
+		Logger:          slog.New(slog.NewTextHandler(&logs, nil)),
+		OnLeaseFallback: func(_ string, on bool) { mu.Lock(); states = append(states, on); mu.Unlock() },
+	})
+	others := []*Store{
+		newStore(t, Options{Addresses: []string{srv.Addr()}}),
+		newStore(t, Options{Addresses: []string{srv.Addr()}}),
+	}
+	for _, o := range others {
+		o.startHeartbeat()
+	}
+	p := leasePolicy(t, "fault-lease", ratelimit.FixedWindow, 300, time.Hour)
+	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
+	for range 5 {
+		if d, _ := decideTimed(t, s, reqs); !d[0].Allowed {
+			t.Fatal("healthy: rejected, want admitted")
+		}
+	}
+	if n := s.Instances(); n != 3 {
+		t.Fatalf("instances seen: got %d, want 3", n)
+	}
+
+	srv.Kill()
+	admitted := 0
+	for i := range 150 {
+		d, took := decideTimed(t, s, reqs)
+		if took > faultTimeout+slack {
+			t.Errorf("decision %d with Redis down took %v, want <= %v", i, took, faultTimeout+slack)
+		}
+		if d[0].Allowed {
+			admitted++
+		}
+	}
+	if admitted != 100 {
+		t.Errorf("Redis down: admitted %d of 150, want limit / 3 = 100", admitted)
+	}
+	if got := logs.count("lease fallback"); got != 1 {
+		t.Errorf(`"lease fallback" log lines: got %d, want 1`, got)
+	}
+	if got := logs.count("instances=3 limit=100"); got != 1 {
+		t.Errorf("fallback line lacks instances=3 limit=100:\n%s", logs.b.String())
+	}
+
+	srv.Restart()
+	took, ok := waitFor(3*time.Second, func() bool {
+		decideTimed(t, s, reqs)
+		return logs.count("lease resumed") == 1
+	})
+	if !ok || took > 2*time.Second {
+		t.Fatalf("Redis back: leases resumed after %v (ok %v), want within 2s", took, ok)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(states) != 2 || !states[0] || states[1] {
+		t.Errorf("OnLeaseFallback calls: got %v, want [true false]", states)
+	}
+	if got := srv.Do("EXISTS", Key(s.prefix, reqs[0])); got != "1" {
+		t.Errorf("Redis back: leased bucket exists %s, want 1", got)
+	}
+}
