@@ -125,3 +125,42 @@ func TestParseAlgorithm(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestNewPolicySync(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		in   Policy
+		err  string // "" when the policy compiles
+	}{
+		{"fixed_window leases", Policy{Algorithm: FixedWindow, Limit: 10, Window: time.Second, Sync: SyncLease}, ""},
+		{"token_bucket leases", Policy{Algorithm: TokenBucket, Limit: 10, Window: time.Second, Burst: 20, Sync: SyncLease}, ""},
+		{"sliding_window_counter leases", Policy{Algorithm: SlidingWindowCounter, Limit: 10, Window: time.Second, Sync: SyncLease}, ""},
+		{"leaky_bucket does not", Policy{Algorithm: LeakyBucket, Limit: 10, Window: time.Second, Sync: SyncLease}, "sync: lease works with fixed_window, token_bucket and sliding_window_counter, not leaky_bucket"},
+		{"sliding_window_log does not", Policy{Algorithm: SlidingWindowLog, Limit: 10, Window: time.Second, Sync: SyncLease}, "sync: lease works with fixed_window, token_bucket and sliding_window_counter, not sliding_window_log"},
+		{"no block beside a lease", Policy{Algorithm: FixedWindow, Limit: 10, Window: time.Second, Block: time.Minute, Sync: SyncLease}, "sync: lease does not support block: a block would need a Redis call per rejected request"},
+		{"block per request", Policy{Algorithm: FixedWindow, Limit: 10, Window: time.Second, Block: time.Minute}, ""},
+		{"unknown sync", Policy{Algorithm: FixedWindow, Limit: 10, Window: time.Second, Sync: 7}, "sync: unknown sync 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.in.Name = "p"
+			p, err := NewPolicy(tc.in)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.err {
+				t.Fatalf("got error %q, want %q", got, tc.err)
+			}
+			if err == nil && p.Settings().Sync != tc.in.Sync {
+				t.Errorf("Settings().Sync: got %v, want %v", p.Settings().Sync, tc.in.Sync)
+			}
+		})
+	}
+	a := MustPolicy(Policy{Name: "p", Algorithm: FixedWindow, Limit: 10, Window: time.Second})
+	b := MustPolicy(Policy{Name: "p", Algorithm: FixedWindow, Limit: 10, Window: time.Second, Sync: SyncLease})
+	if a.Settings() == b.Settings() {
+		t.Error("a leased policy has the Settings of its per-request twin, want them to differ (a change starts afresh)")
+	}
+}

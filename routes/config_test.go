@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // testEnv is the environment the bad_* fixtures are parsed with.
@@ -188,5 +190,34 @@ func TestBadConfigs(t *testing.T) {
 				t.Errorf("got %d problems, want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestSyncLease checks that sync: lease compiles into Policy.Sync, on a
+// named and an inline policy and on their overrides, and that sync:
+// request and no sync are per-request.
+func TestSyncLease(t *testing.T) {
+	t.Parallel()
+	const cfg = `store: {type: redis}
+policies:
+  leased: {algorithm: token_bucket, limit: 100, window: 1s, key: [ip], sync: lease, overrides: [{keys: [a], limit: 200}]}
+  explicit: {algorithm: fixed_window, limit: 10, window: 1s, key: [ip], sync: request}
+  plain: {algorithm: fixed_window, limit: 10, window: 1s, key: [ip]}
+routes:
+  - name: r
+    upstream: http://127.0.0.1:9000
+    limits: [leased, explicit, plain, {algorithm: sliding_window_counter, limit: 5, window: 1m, key: [ip], sync: lease}]
+`
+	c, err := Parse("sync.yaml", []byte(cfg), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]ratelimit.Sync{"leased": ratelimit.SyncLease, "explicit": ratelimit.SyncPerRequest, "plain": ratelimit.SyncPerRequest, "r#4": ratelimit.SyncLease} {
+		if got := c.Policies[name].Sync; got != want {
+			t.Errorf("%s: got sync %v, want %v", name, got, want)
+		}
+	}
+	if o := c.Overrides["leased"].ByKey("a"); o == nil || o.Policy.Sync != ratelimit.SyncLease {
+		t.Errorf("override of a leased policy: got %+v, want it leased too", o)
 	}
 }

@@ -37,3 +37,18 @@ func TestKeyHashTagHoldsAgainstBraces(t *testing.T) {
 		t.Errorf("got %s, want prefix %s (keys without %% or } are unchanged)", plain, want)
 	}
 }
+
+// TestKeyOfLeasedPolicy checks that a lease gets a key of its own while a
+// per-request policy keeps the key it always had.
+func TestKeyOfLeasedPolicy(t *testing.T) {
+	per := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: time.Minute})
+	leased := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: time.Minute, Sync: ratelimit.SyncLease})
+	// The hash of the per-request settings, as before leases existed.
+	const before = "sluice:{api|k}:1itvjhv"
+	if got := Key("sluice:", ratelimit.Request{Policy: per, Key: "k"}); got != before {
+		t.Errorf("per-request key: got %q, want %q", got, before)
+	}
+	if got := Key("sluice:", ratelimit.Request{Policy: leased, Key: "k"}); got == before {
+		t.Errorf("leased key: got %q, the per-request one", got)
+	}
+}
