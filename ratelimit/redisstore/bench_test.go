@@ -114,3 +114,44 @@ func TestThroughputAgainstRedisBenchmark(t *testing.T) {
 		fmt.Printf("callers=%d store=%.0f/s redis-benchmark=%.0f/s ratio=%.0f%%\n", c, got, ref, 100*got/ref)
 	}
 }
+
+// BenchmarkDecideLease is BenchmarkDecide with the policy leased (sync:
+// lease): most decisions never reach Redis. "per-request" is the same
+// policy without the lease, measured in the same run as the baseline.
+func BenchmarkDecideLease(b *testing.B) {
+	srv := redistest.Start(b)
+	s := newStore(b, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
+	per := benchPolicy(b)
+	leased, err := ratelimit.NewPolicy(ratelimit.Policy{Name: "bench-lease", Algorithm: ratelimit.TokenBucket, Limit: per.Limit, Window: per.Window, Sync: ratelimit.SyncLease})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		p    *ratelimit.Policy
+	}{{"per-request", per}, {"lease", leased}} {
+		reqs := []ratelimit.Request{{Policy: tc.p, Key: "k"}}
+		b.Run(tc.name+"/serial", func(b *testing.B) {
+			b.ReportAllocs()
+			out := make([]ratelimit.Decision, 1)
+			for b.Loop() {
+				if err := s.Decide(context.Background(), time.Now(), reqs, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(tc.name+"/parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			b.RunParallel(func(pb *testing.PB) {
+				out := make([]ratelimit.Decision, 1)
+				for pb.Next() {
+					if err := s.Decide(context.Background(), time.Now(), reqs, out); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
