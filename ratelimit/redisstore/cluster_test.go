@@ -14,7 +14,7 @@ import (
 
 // TestCluster runs against a three-master cluster: single limits are exact
 // across instances, a request whose limits span slots consumes nothing when
-// one rejects, and the conformance suite passes.
+// one rejects, leases are exact, and the conformance suite passes.
 func TestCluster(t *testing.T) {
 	addrs := redistest.StartCluster(t, 3)
 	open := func(t testing.TB, o Options) *Store {
@@ -83,6 +83,38 @@ func TestCluster(t *testing.T) {
 		// The idle prober may add one ping.
 		if got, want := trips.Load(), int64(3+4*4+2); got != want && got != want+1 {
 			t.Errorf("got %d round trips, want %d", got, want)
+		}
+	})
+
+	t.Run("leases", func(t *testing.T) {
+		// Two instances admit exactly the limit between them, and a
+		// per-request limit in another slot is charged only for the
+		// requests admitted.
+		a := open(t, Options{CallerTime: true})
+		b := open(t, Options{CallerTime: true})
+		now := time.Unix(1_700_000_000, 0)
+		leased := ratelimit.Request{Policy: leasePolicy(t, "cluster-lease", ratelimit.FixedWindow, 500, time.Hour), Key: "k"}
+		other := ratelimit.Request{Policy: policyOf(t, "cluster-other", ratelimit.FixedWindow, 10_000, time.Hour), Key: "x"}
+		admitted := 0
+		for i := range 1000 {
+			s := a
+			if i%3 == 0 {
+				s = b
+			}
+			reqs := []ratelimit.Request{leased, other}
+			if ratelimit.Admitted(reqs, decide1(t, s, now.Add(time.Duration(i)*time.Millisecond), reqs...)) {
+				admitted++
+			}
+		}
+		if admitted != 500 {
+			t.Errorf("admitted %d of 1000 across two instances, want 500", admitted)
+		}
+		d, err := a.Peek(context.Background(), now.Add(time.Second), other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Remaining != 10_000-500 {
+			t.Errorf("per-request limit beside the lease: remaining %d, want %d (only admitted requests charged)", d.Remaining, 10_000-500)
 		}
 	})
 

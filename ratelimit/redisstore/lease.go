@@ -321,8 +321,10 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	// Topped up to the batch, never past it: what one instance holds
 	// stays within maxBatch.
 	l.expireLocked(now)
+	// (A batch that shrank below what is held, as N grew, asks for
+	// nothing and only reports.)
 	target := l.wantLocked(s.instances())
-	want := max(target-l.units, 1)
+	want := max(target-l.units, 0)
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
 	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy

@@ -237,36 +237,3 @@ func TestLeaseBesidePerRequestLimits(t *testing.T) {
 		t.Errorf("per-request 100 after 2 admissions and 8 rejected by the lease: remaining %d, want 98", d.Remaining)
 	}
 }
-
-// TestLeaseCluster runs leases on a three-node cluster: two instances
-// admit exactly the limit between them, and a per-request limit in
-// another slot is charged only for the requests admitted.
-func TestLeaseCluster(t *testing.T) {
-	addrs := redistest.StartCluster(t, 3)
-	a := newStore(t, Options{Mode: Cluster, Addresses: addrs, CallerTime: true})
-	b := newStore(t, Options{Mode: Cluster, Addresses: addrs, CallerTime: true})
-	now := time.Unix(1_700_000_000, 0)
-	leased := ratelimit.Request{Policy: leasePolicy(t, "cluster-lease", ratelimit.FixedWindow, 500, time.Hour), Key: "k"}
-	other := ratelimit.Request{Policy: policyOf(t, "cluster-other", ratelimit.FixedWindow, 10_000, time.Hour), Key: "x"}
-	admitted := 0
-	for i := range 1000 {
-		s := a
-		if i%3 == 0 {
-			s = b
-		}
-		reqs := []ratelimit.Request{leased, other}
-		if ratelimit.Admitted(reqs, decide1(t, s, now.Add(time.Duration(i)*time.Millisecond), reqs...)) {
-			admitted++
-		}
-	}
-	if admitted != 500 {
-		t.Errorf("admitted %d of 1000 across two instances, want 500", admitted)
-	}
-	d, err := a.Peek(context.Background(), now.Add(time.Second), other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.Remaining != 10_000-500 {
-		t.Errorf("per-request limit beside the lease: remaining %d, want %d (only admitted requests charged)", d.Remaining, 10_000-500)
-	}
-}
