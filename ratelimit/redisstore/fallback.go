@@ -39,7 +39,7 @@ func fallbackPolicy(p *ratelimit.Policy, n int) *ratelimit.Policy {
 		// The divided rate cannot be counted exactly (interval
 		// rounding); the window is stretched instead, which divides
 		// the rate as well.
-		q.Limit, q.Burst = p.Limit, p.Burst
+		q.Limit = p.Limit
 		q.Window = p.Window * time.Duration(n)
 		if c, err = ratelimit.NewPolicy(q); err != nil {
 			q.Window = p.Window

@@ -78,7 +78,14 @@ func (s *Store) beat(leaving bool) {
 	}).AsInt64()
 	s.observe(start, err)
 	s.calls.Add(1)
-	if err != nil || leaving {
+	// A beat is a round trip like any: with leases, decisions rarely
+	// reach Redis, and the beats keep Healthy current without pings.
+	if err != nil {
+		s.br.failed(err, false)
+		return
+	}
+	s.br.succeeded()
+	if leaving {
 		return
 	}
 	s.seen.Store(max(n, 1))

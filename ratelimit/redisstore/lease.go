@@ -92,12 +92,18 @@ type leaseReply struct {
 // leaseTable holds this instance's leases by bucket key. The zero value
 // is ready; it is safe for concurrent use.
 type leaseTable struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	m  map[string]*lease
 }
 
 // get returns the lease of key, creating it; nil when the table is full.
 func (t *leaseTable) get(key string, r ratelimit.Request) *lease {
+	t.mu.RLock()
+	l := t.m[key]
+	t.mu.RUnlock()
+	if l != nil {
+		return l
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if l := t.m[key]; l != nil {
@@ -109,7 +115,7 @@ func (t *leaseTable) get(key string, r ratelimit.Request) *lease {
 	if len(t.m) >= maxLeases {
 		return nil
 	}
-	l := &lease{key: key, req: r}
+	l = &lease{key: key, req: r}
 	t.m[key] = l
 	return l
 }
