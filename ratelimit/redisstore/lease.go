@@ -163,12 +163,14 @@ func (l *lease) arriveLocked(now time.Time) {
 	l.lastUse = time.Now()
 }
 
-// wantLocked is the batch to ask for: the rate times the horizon, within
-// 1 and the instance's share of the capacity.
+// wantLocked is the batch to ask for: the rate times the horizon, at
+// least 1 and at most two thirds of maxBatch. A refill starts below half
+// a batch and asks for a whole one (within maxBatch), so that each call
+// brings about a batch while the holding stays within maxBatch.
 func (l *lease) wantLocked(instances int) int64 {
 	rate := l.score / leaseTau
 	want := int64(math.Ceil(rate * leaseHorizon.Seconds()))
-	return min(max(want, 1), maxBatch(l.req.Policy, instances))
+	return min(max(want, 1), max(1, maxBatch(l.req.Policy, instances)*2/3))
 }
 
 // maxBatch is the most units one of n instances holds at once, so that
@@ -324,13 +326,13 @@ func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, 
 // The caller has set l.inflight; refill clears and closes it.
 func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time.Time) error {
 	l.mu.Lock()
-	// Topped up to the batch, never past it: what one instance holds
-	// stays within maxBatch.
-	l.expireLocked(now)
-	// (A batch that shrank below what is held, as N grew, asks for
+	// A batch, never past maxBatch in all: what one instance holds
+	// stays within it. (A holding already there, as N grew, asks for
 	// nothing and only reports.)
-	target := l.wantLocked(s.instances())
-	want := max(target-l.units, 0)
+	l.expireLocked(now)
+	n := s.instances()
+	target := l.wantLocked(n)
+	want := max(min(target, maxBatch(l.req.Policy, n)-l.units), 0)
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
 	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy

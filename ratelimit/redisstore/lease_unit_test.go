@@ -93,13 +93,13 @@ func TestLeaseWant(t *testing.T) {
 			}
 		})
 	}
-	// maxBatch caps it.
+	// Two thirds of maxBatch caps it.
 	small := ratelimit.MustPolicy(ratelimit.Policy{Name: "s", Algorithm: ratelimit.FixedWindow, Limit: 300, Window: time.Second, Sync: ratelimit.SyncLease})
 	l := &lease{req: ratelimit.Request{Policy: small}}
 	for i := range 10_000 {
 		l.arriveLocked(t0.Add(time.Duration(i) * 100 * time.Microsecond))
 	}
-	if got := l.wantLocked(3); got != 10 {
-		t.Errorf("capped by maxBatch: got %d, want 10", got)
+	if got := l.wantLocked(3); got != 6 {
+		t.Errorf("capped by two thirds of maxBatch (10): got %d, want 6", got)
 	}
 }
