@@ -395,9 +395,11 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 }
 
 // startRefillLocked starts a background refill when l runs below half of
-// its last batch and none is in flight.
+// its last batch and none is in flight. A batch of one is not fetched
+// ahead: traffic that slow would hold a unit only to give it back idle,
+// three calls where a request's own call is one.
 func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
-	if l.inflight != nil || l.units*2 >= l.batch || now.Before(l.quiet) {
+	if l.inflight != nil || l.batch <= 1 || l.units*2 >= l.batch || now.Before(l.quiet) {
 		return
 	}
 	l.inflight = make(chan struct{})

@@ -237,3 +237,32 @@ func TestLeaseBesidePerRequestLimits(t *testing.T) {
 		t.Errorf("per-request 100 after 2 admissions and 8 rejected by the lease: remaining %d, want 98", d.Remaining)
 	}
 }
+
+// TestLeaseSlowTrafficHoldsNothing sends one request every two seconds:
+// a batch of one is not fetched ahead, so each request costs its own one
+// call, as per-request decisions do, and no unit waits to go back idle.
+func TestLeaseSlowTrafficHoldsNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	f := newLeaseFleet(t, srv, 1)
+	s := f.stores[0]
+	r := ratelimit.Request{Policy: leasePolicy(t, "slow", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
+	t0 := time.Unix(1_700_000_000, 0)
+	before := f.trips.Load()
+	for i := range 20 {
+		now := t0.Add(time.Duration(i) * 2 * time.Second)
+		if !decide1(t, s, now, r)[0].Allowed {
+			t.Fatal("rejected far below the limit")
+		}
+		s.refills.Wait()
+		if h := f.held(r, now); h != 0 {
+			t.Fatalf("request %d: the lease holds %d units, want 0", i, h)
+		}
+	}
+	// Heartbeats on the real clock may add a beat while the test runs.
+	if trips := f.trips.Load() - before; trips > 21 {
+		t.Errorf("got %d Redis round trips for 20 slow requests, want at most one each (and a heartbeat)", trips)
+	}
+	if got := windowCount(t, srv, r); got != 20 {
+		t.Errorf("Redis counts %d, want the 20 admitted", got)
+	}
+}
