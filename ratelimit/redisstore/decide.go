@@ -276,7 +276,8 @@ func (s *Store) peekDegraded(ctx context.Context, now time.Time, r ratelimit.Req
 // Refund implements ratelimit.Store: one script call gives back the units
 // this store took in Redis (one per slot in cluster mode), against the
 // server's clock as decisions are; units its Fallback took go back to the
-// Fallback. While Redis is unreachable the units it took stay taken, and
+// Fallback, and units spent from a lease go back to the lease while it
+// still holds them as counted (see refundLease). While Redis is unreachable the units it took stay taken, and
 // the error wraps ErrUnavailable.
 func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Request, ds []ratelimit.Decision) error {
 	var mine []int
@@ -332,7 +333,10 @@ func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 }
 
 // Reset implements ratelimit.Store: it deletes the bucket's keys, its
-// block included, in Redis and in the Fallback.
+// block included, in Redis and in the Fallback. For a leased policy it
+// also drops this instance's lease of the bucket; what other instances'
+// leases hold is still spent until it runs out (the window's end, or the
+// token_bucket lease TTL).
 func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 	if s.fallback != nil {
 		if err := s.fallback.Reset(ctx, r); err != nil {
