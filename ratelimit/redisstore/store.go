@@ -5,8 +5,10 @@
 // functions and covers every limit of the request, so in standalone and
 // sentinel mode a request costs one round trip whatever the number of
 // limits, and a request that one limit rejects takes nothing from the
-// others. Time comes from the Redis server, so instances whose clocks
-// disagree still agree on the budget. When Redis fails, the store follows
+// others. A leased policy (ratelimit.SyncLease) is decided instead from a
+// batch of its budget that the instance holds, taken from Redis by one
+// script call now and then (lease.go). Time comes from the Redis server,
+// so instances whose clocks disagree still agree on the budget. When Redis fails, the store follows
 // its OnError choice and a circuit breaker stops it from trying for a short
 // while; see "Several instances" in README.md.
 package redisstore
