@@ -755,5 +755,12 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 		return s.degradedLeased(ctx, now, reqs, out, err)
 	}
 	s.br.succeeded()
+	for _, r := range reqs {
+		// Decided on leases again, even from units held since before
+		// the outage.
+		if r.Policy.Sync == ratelimit.SyncLease {
+			s.resumed(r.Policy)
+		}
+	}
 	return nil
 }
