@@ -318,6 +318,9 @@ func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, 
 	if err != nil {
 		return rep, fmt.Errorf("running lease script: %w", err)
 	}
+	// Only an answer counts for the breaker: decisions from a lease
+	// make no round trip and prove nothing about Redis.
+	s.br.succeeded()
 	return rep, nil
 }
 
@@ -410,8 +413,6 @@ func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 		defer cancel()
 		if err := s.refill(ctx, c, l, now); err != nil {
 			s.br.failed(err, false)
-		} else {
-			s.br.succeeded()
 		}
 	}()
 }
@@ -534,6 +535,7 @@ func (s *Store) decideLeased(ctx context.Context, c rueidis.Client, now time.Tim
 		subOut := make([]ratelimit.Decision, len(sub))
 		err = s.decideRequests(ctx, c, now, sub, subOut, admitted)
 		if err == nil {
+			s.br.succeeded()
 			for j, i := range others {
 				out[i] = subOut[j]
 			}
@@ -754,7 +756,6 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 		}
 		return s.degradedLeased(ctx, now, reqs, out, err)
 	}
-	s.br.succeeded()
 	for _, r := range reqs {
 		// Decided on leases again, even from units held since before
 		// the outage.

@@ -54,7 +54,7 @@ func TestLeaseFallbackAndResume(t *testing.T) {
 	}
 	p := leasePolicy(t, "fault-lease", ratelimit.FixedWindow, 300, time.Hour)
 	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
-	for range 5 {
+	for range 60 {
 		if d, _ := decideTimed(t, s, reqs); !d[0].Allowed {
 			t.Fatal("healthy: rejected, want admitted")
 		}
@@ -62,10 +62,19 @@ func TestLeaseFallbackAndResume(t *testing.T) {
 	if n := s.Instances(); n != 3 {
 		t.Fatalf("instances seen: got %d, want 3", n)
 	}
+	s.refills.Wait()
+	l := s.leases.get(Key(s.prefix, reqs[0]), reqs[0])
+	l.mu.Lock()
+	held := l.units
+	l.mu.Unlock()
+	if held == 0 {
+		t.Fatal("the lease holds nothing before the kill, want some units")
+	}
 
 	srv.Kill()
+	failedBefore := c.failed.Load()
 	admitted := 0
-	for i := range 150 {
+	for i := range 150 + int(held) {
 		d, took := decideTimed(t, s, reqs)
 		if took > faultTimeout+slack {
 			t.Errorf("decision %d with Redis down took %v, want <= %v", i, took, faultTimeout+slack)
@@ -74,8 +83,14 @@ func TestLeaseFallbackAndResume(t *testing.T) {
 			admitted++
 		}
 	}
-	if admitted != 100 {
-		t.Errorf("Redis down: admitted %d of 150, want limit / 3 = 100", admitted)
+	// The units the lease held were counted in Redis and are spent
+	// first; then the fallback admits limit / 3.
+	if admitted != 100+int(held) {
+		t.Errorf("Redis down: admitted %d, want the lease's %d and limit / 3 = 100", admitted, held)
+	}
+	// Three failures open the breaker; the prober may add a ping.
+	if got := c.failed.Load() - failedBefore; got < breakerFailures || got > breakerFailures+1 {
+		t.Errorf("Redis down: got %d failed round trips, want %d (breaker open)", got, breakerFailures)
 	}
 	if got := logs.count("lease fallback"); got != 1 {
 		t.Errorf(`"lease fallback" log lines: got %d, want 1`, got)
