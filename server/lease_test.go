@@ -53,6 +53,68 @@ routes:
 	}
 }
 
+// TestLeaseGivenBackOnShutdown stops a gateway whose lease holds units:
+// once Serve returns, Redis counts only the requests admitted, and a
+// reload that changes the policy starts from a fresh bucket.
+func TestLeaseGivenBackOnShutdown(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	const cfg = `listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+store:
+  type: redis
+  redis: {addresses: ["%s"], timeout: 1s}
+policies:
+  global:
+    {algorithm: fixed_window, limit: %d, window: 1h, key: [global], sync: lease}
+routes:
+  - name: r
+    upstream: %s
+    limits: [global]
+`
+	r := serve(t, fmt.Sprintf(cfg, srv.Addr(), 100_000, up.URL))
+	for range 300 {
+		if code, _, _ := get(t, r.url("http")+"/", ""); code != http.StatusOK {
+			t.Fatalf("GET: got %d, want 200", code)
+		}
+	}
+	counted := func() int {
+		keys := strings.Fields(srv.Do("KEYS", "sluice:{global|global}:*"))
+		n := 0
+		for _, k := range keys {
+			f := strings.Fields(srv.Do("GET", k))
+			if len(f) == 2 {
+				c, _ := strconv.Atoi(f[1])
+				n += c
+			}
+		}
+		return n
+	}
+	if got := counted(); got <= 300 {
+		t.Fatalf("Redis counts %d while serving, want more than the 300 admitted (the lease holds the rest)", got)
+	}
+	// A reload to another limit gets a bucket of its own: 5 admitted of 10.
+	writeFile(t, r.path, fmt.Sprintf(cfg, srv.Addr(), 5, up.URL))
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	codes := map[int]int{}
+	for range 10 {
+		code, _, _ := get(t, r.url("http")+"/", "")
+		codes[code]++
+	}
+	if codes[http.StatusOK] != 5 {
+		t.Errorf("after a reload to limit 5: got statuses %v, want 5 x 200", codes)
+	}
+	r.stop()
+	<-r.done
+	if got := counted(); got != 305 {
+		t.Errorf("Redis counts %d after shutdown, want the 305 admitted over both buckets", got)
+	}
+}
+
 // metricValue returns the value of the series named exactly by series.
 func metricValue(t *testing.T, body, series string) float64 {
 	t.Helper()
