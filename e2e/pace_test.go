@@ -3,6 +3,9 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -280,6 +283,37 @@ func commandCalls(t *testing.T, rs *redistest.Server) (int, map[string]int) {
 		}
 	}
 	return total, by
+}
+
+// roundTrips counts, in a commandstats breakdown, the commands clients
+// sent: INFO commandstats also counts every redis.call a script makes,
+// under that command's name. The names the store's scripts call are read
+// from their source; the store sends none of them itself (its own
+// commands are EVALSHA, EVAL and, with the breaker open, PING).
+func roundTrips(t *testing.T, by map[string]int) int {
+	t.Helper()
+	files, err := filepath.Glob("../ratelimit/redisstore/*.lua")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("finding the store's scripts: %v (%d files)", err, len(files))
+	}
+	nested := map[string]bool{}
+	call := regexp.MustCompile(`redis\.p?call\(\s*['"]([A-Za-z]+)['"]`)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range call.FindAllStringSubmatch(string(b), -1) {
+			nested[strings.ToLower(m[1])] = true
+		}
+	}
+	n := 0
+	for name, calls := range by {
+		if !nested[name] {
+			n += calls
+		}
+	}
+	return n
 }
 
 // callsDelta subtracts two commandCalls breakdowns.
