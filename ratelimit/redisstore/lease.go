@@ -366,7 +366,10 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 		// Short: ask again only once the rest may be there, so that a
 		// bucket at its limit does not turn rejections into calls.
 		wait := max(rep.retry, time.Microsecond)
-		if p.Algorithm == ratelimit.TokenBucket {
+		if p.Algorithm == ratelimit.TokenBucket || p.Algorithm == ratelimit.SlidingWindowCounter {
+			// Both free at most one unit per interval (the counter's
+			// estimate falls by prev/window ≤ limit/window): the
+			// missing units cannot all be there sooner.
 			wait = max(wait, time.Duration(want-rep.granted)*p.Interval())
 		}
 		l.quiet = now.Add(min(leaseHorizon, wait))
