@@ -3,8 +3,10 @@ package e2e
 import (
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,7 +102,7 @@ func runPhase(t *testing.T, rs *redistest.Server, up *upstream, ins []*instance,
 	until := steadyTo.Add(150 * time.Millisecond)
 	time.Sleep(time.Until(windowStart(k0, w).Add(-time.Second)))
 	done := make(chan []shot)
-	go func() { done <- pace(t, ins, path, rate, skewShare, until) }()
+	go func() { done <- pace(t, ins, path, rate, skewShare, until, nil) }()
 	time.Sleep(time.Until(steadyFrom))
 	c0, by0 := commandCalls(t, rs)
 	at0 := time.Now()
@@ -286,5 +288,311 @@ func checkCounter(t *testing.T, adm []admission, w time.Duration, limit int) {
 				windowStart(k, w).Format("15:04:05"), cur[k], x.hi.Format("15:04:05.000"), prev, bound)
 			return
 		}
+	}
+}
+
+// leaseMetric reads one series of policy from an instance's /metrics.
+func leaseMetric(t *testing.T, in *instance, series, policy, result string) float64 {
+	t.Helper()
+	name := fmt.Sprintf(`%s{policy=%q}`, series, policy)
+	if result != "" {
+		name = fmt.Sprintf(`%s{policy=%q,result=%q}`, series, policy, result)
+	}
+	return scrape(t, in.Admin)[name]
+}
+
+// waitAll waits up to d until cond holds for every instance, and returns
+// when the last one got there.
+func waitAll(t *testing.T, ins []*instance, d time.Duration, what string, cond func(*instance) bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for i, in := range ins {
+		for !cond(in) {
+			if time.Now().After(deadline) {
+				t.Fatalf("instance %d: %s did not happen within %s", i, what, d)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return time.Now()
+}
+
+// TestLeaseRedisDownFallsBackAndResumes kills redis-server under skewed
+// load and restarts it on the same port: every request is answered 200 or
+// 429 in about the time the machine takes without a limit, each instance
+// says it falls back and then admits at most limit/N per window on its
+// own, and when Redis is back every instance leases again and the
+// instances are exact together again. It is not parallel: it measures.
+func TestLeaseRedisDownFallsBackAndResumes(t *testing.T) {
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	const (
+		w     = 2 * time.Second
+		limit = 300
+		n     = 3
+	)
+	cfg := leaseConfig(rs.Addr(), up.URL, "timeout: 50ms, on_error: local",
+		"warm: {algorithm: fixed_window, limit: 1000, window: 1h, key: [global], sync: lease}",
+		fmt.Sprintf("fixed: {algorithm: fixed_window, limit: %d, window: 2s, key: [global], sync: lease}", limit),
+	)
+	path := writeConfig(t, cfg)
+	ins := []*instance{start(t, path), start(t, path), start(t, path)}
+	warmUp(t, ins)
+
+	// The load runs until stop is closed; a light load on the route
+	// without a limit, sent the same way at the same times, shows how
+	// long the loaded machine alone makes a request wait.
+	stop := make(chan struct{})
+	far := time.Now().Add(time.Minute)
+	loadDone, freeDone := make(chan []shot), make(chan []shot)
+	go func() { loadDone <- pace(t, ins, "/fixed", 2*limit/w.Seconds(), skewShare, far, stop) }()
+	go func() { freeDone <- pace(t, ins, "/free", 30, []int{1, 1, 1}, far, stop) }()
+
+	time.Sleep(1500 * time.Millisecond)
+	granted := make([]float64, n)
+	for i, in := range ins {
+		if granted[i] = leaseMetric(t, in, "sluice_ratelimit_lease_requests_total", "fixed", "granted"); granted[i] == 0 {
+			t.Errorf("instance %d: no lease granted before Redis went down", i)
+		}
+	}
+	rs.Kill()
+	killed := time.Now()
+	waitAll(t, ins, 5*time.Second, "the fallback gauge going to 1", func(in *instance) bool {
+		return leaseMetric(t, in, "sluice_ratelimit_lease_fallback", "fixed", "") == 1
+	})
+	for i, in := range ins {
+		l, ok := in.WaitLog(5*time.Second, `"msg":"lease fallback"`, `"policy":"fixed"`)
+		if !ok {
+			t.Errorf("instance %d: no \"lease fallback\" log line", i)
+			continue
+		}
+		if !strings.Contains(l, fmt.Sprintf(`"instances":%d`, n)) || !strings.Contains(l, fmt.Sprintf(`"limit":%d`, limit/n)) {
+			t.Errorf("instance %d: %s, want instances %d and limit %d", i, l, n, limit/n)
+		}
+	}
+	// Two whole windows without Redis.
+	firstDown := windowOf(killed, w) + 1
+	time.Sleep(time.Until(windowStart(firstDown+2, w).Add(50 * time.Millisecond)))
+	restarted := time.Now()
+	rs.Restart()
+	for i, in := range ins {
+		granted[i] = leaseMetric(t, in, "sluice_ratelimit_lease_requests_total", "fixed", "granted")
+	}
+	resumed := waitAll(t, ins, 10*time.Second, "leasing again after Redis came back", func(in *instance) bool {
+		return leaseMetric(t, in, "sluice_ratelimit_lease_fallback", "fixed", "") == 0
+	})
+	for i, in := range ins {
+		if g := leaseMetric(t, in, "sluice_ratelimit_lease_requests_total", "fixed", "granted"); g <= granted[i] {
+			t.Errorf("instance %d: granted leases %v after Redis came back, %v before: want more", i, g, granted[i])
+		}
+		if _, ok := in.WaitLog(0, `"msg":"lease resumed"`, `"policy":"fixed"`); !ok {
+			t.Errorf("instance %d: no \"lease resumed\" log line", i)
+		}
+	}
+	// One whole window with every instance on leases again.
+	firstBack := windowOf(resumed, w) + 1
+	time.Sleep(time.Until(windowStart(firstBack+1, w).Add(50 * time.Millisecond)))
+	close(stop)
+	shots, free := <-loadDone, <-freeDone
+
+	var slowestFree time.Duration
+	for _, s := range free {
+		slowestFree = max(slowestFree, s.end.Sub(s.start))
+	}
+	checkAnswers(t, free, 10*time.Second)
+	// A decision waits at most the store's timeout for Redis (twice: a
+	// refill in flight, then its own call), 50ms here.
+	ok, rejected := checkAnswers(t, shots, slowestFree+500*time.Millisecond)
+	t.Logf("%d requests: %d admitted, %d rejected; Redis down from %s to %s, all leasing again at %s; slowest without a limit %s",
+		len(shots), ok, rejected, killed.Format("15:04:05.000"), restarted.Format("15:04:05.000"), resumed.Format("15:04:05.000"), slowestFree)
+	adm := admissions(t, up, "/fixed", shots)
+
+	// While Redis is down each instance admits at most limit/N per window
+	// on its own.
+	downFrom, downTo := windowStart(firstDown, w), windowStart(firstDown+2, w)
+	for i := range ins {
+		var mine []admission
+		for _, a := range adm {
+			if a.inst == i && !a.lo.Before(downFrom) && a.hi.Before(downTo) {
+				mine = append(mine, a)
+			}
+		}
+		var counts []int
+		for k := firstDown; k < firstDown+2; k++ {
+			_, least := windowCounts(mine, w, k)
+			counts = append(counts, least)
+		}
+		t.Logf("instance %d admitted %v in the windows without Redis", i, counts)
+		if i == 0 && len(mine) == 0 {
+			t.Errorf("instance 0 admitted nothing while Redis was down, want up to %d per window", limit/n)
+		}
+		checkPerWindow(t, mine, w, limit/n)
+	}
+	// Back on leases, the instances share one budget again.
+	var back []admission
+	for _, a := range adm {
+		if !a.lo.Before(windowStart(firstBack, w)) {
+			back = append(back, a)
+		}
+	}
+	if len(back) == 0 {
+		t.Errorf("nothing admitted after every instance leased again")
+	}
+	checkPerWindow(t, back, w, limit)
+}
+
+// leaseCount reads the count Redis holds for a fixed_window lease policy:
+// every unit granted in the current window and not given back.
+func leaseCount(t *testing.T, rs *redistest.Server, policy string) int {
+	t.Helper()
+	keys := strings.Fields(rs.Do("KEYS", "sluice:{"+policy+"|*"))
+	if len(keys) != 1 {
+		t.Fatalf("redis keys of policy %s: got %q, want one", policy, keys)
+	}
+	v := strings.Fields(rs.Do("GET", keys[0]))
+	if len(v) != 2 {
+		t.Fatalf("redis %s: got %q, want 'start count'", keys[0], v)
+	}
+	var n int
+	if _, err := fmt.Sscan(v[1], &n); err != nil {
+		t.Fatalf("redis %s: count %q: %v", keys[0], v[1], err)
+	}
+	return n
+}
+
+// awayFromHourEnd waits, if need be, until a 1h window has at least a
+// minute left, so that a test counting one window's budget stays in it.
+func awayFromHourEnd(t *testing.T) {
+	if left := time.Until(windowStart(windowOf(time.Now(), time.Hour)+1, time.Hour)); left < time.Minute {
+		t.Logf("waiting %s for the next hour's window", left)
+		time.Sleep(left + 10*time.Millisecond)
+	}
+}
+
+// TestLeaseReturnedOnSIGTERM stops an instance that holds unspent lease
+// units: it gives them back before it exits, so Redis counts exactly what
+// was admitted and another instance can spend the rest of the budget.
+func TestLeaseReturnedOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	const limit = 2000
+	cfg := leaseConfig(rs.Addr(), up.URL, "timeout: 1s",
+		"warm: {algorithm: fixed_window, limit: 1000, window: 1h, key: [global], sync: lease}",
+		fmt.Sprintf("term: {algorithm: fixed_window, limit: %d, window: 1h, key: [global], sync: lease}", limit),
+	)
+	path := writeConfig(t, cfg)
+	a, b := start(t, path), start(t, path)
+	warmUp(t, []*instance{a, b})
+	awayFromHourEnd(t)
+	admittedBy := func() int {
+		n := 0
+		for _, r := range up.Requests() {
+			if r.Path == "/term" {
+				n++
+			}
+		}
+		return n
+	}
+	// A steady stream makes a hold a batch; right after its last answer
+	// (well before an idle lease goes back on its own) Redis counts what
+	// a admitted plus what it holds. A loaded machine may stall long
+	// enough for the idle sweep to give the units back first: then try
+	// again.
+	held, admitted := 0, 0
+	for attempt := 1; held == 0; attempt++ {
+		if attempt > 3 {
+			t.Fatalf("a held no units right after its load, %d times", attempt-1)
+		}
+		shots := pace(t, []*instance{a}, "/term", 200, []int{1}, time.Now().Add(1500*time.Millisecond), nil)
+		c := leaseCount(t, rs, "term")
+		admitted = admittedBy()
+		if held = c - admitted; held > 0 {
+			a.Signal(syscall.SIGTERM)
+		}
+		checkAnswers(t, shots, 5*time.Second)
+		t.Logf("attempt %d: Redis counts %d, %d admitted: a holds %d", attempt, c, admitted, held)
+	}
+	select {
+	case <-a.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a did not exit within 20s of SIGTERM")
+	}
+	if a.err != nil {
+		t.Errorf("a exited with %v, want status 0", a.err)
+	}
+	if c := leaseCount(t, rs, "term"); c != admitted {
+		t.Errorf("after a exited Redis counts %d, want the %d it admitted (its %d unspent units given back)", c, admitted, held)
+	}
+	// b can spend all the rest, and not one more.
+	codes := map[int]int{}
+	for range limit - admitted + 50 {
+		resp, _ := do(t, nil, "GET", b.HTTP+"/term", nil, nil)
+		codes[resp.StatusCode]++
+	}
+	if codes[200] != limit-admitted || codes[429] != 50 {
+		t.Errorf("b after a left: got %v, want %d 200s (the rest of %d) and 50 429s", codes, limit-admitted, limit)
+	}
+}
+
+// drain sends requests to the instances in turn until each has answered
+// 429 twice in a row (its lease empty and Redis out of budget, so no
+// instance holds units the others cannot have) and returns how many were
+// admitted. It gives up after max requests.
+func drain(t *testing.T, ins []*instance, path string, max int) int {
+	t.Helper()
+	admitted, run := 0, 0
+	for i := 0; run < 2*len(ins); i++ {
+		if i == max {
+			t.Fatalf("%s: still admitting after %d requests", path, max)
+		}
+		resp, _ := do(t, nil, "GET", ins[i%len(ins)].HTTP+path, nil, nil)
+		switch resp.StatusCode {
+		case 200:
+			admitted++
+			run = 0
+		case 429:
+			run++
+		default:
+			t.Fatalf("%s: got %d, want 200 or 429", path, resp.StatusCode)
+		}
+	}
+	return admitted
+}
+
+// TestLeaseReloadStartsAfresh reloads two instances with a changed lease
+// policy: its budget starts over at the new limit, exactly, rather than
+// carrying the old count or the old leases.
+func TestLeaseReloadStartsAfresh(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	cfg := func(limit int) string {
+		return leaseConfig(rs.Addr(), up.URL, "timeout: 1s",
+			fmt.Sprintf("reload: {algorithm: fixed_window, limit: %d, window: 1h, key: [global], sync: lease}", limit))
+	}
+	path := writeConfig(t, cfg(50))
+	ins := []*instance{start(t, path), start(t, path)}
+	awayFromHourEnd(t)
+	if got := drain(t, ins, "/reload", 500); got != 50 {
+		t.Fatalf("before the reload: %d admitted, want exactly 50", got)
+	}
+	if err := os.WriteFile(path, []byte(cfg(60)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ins {
+		in.Signal(syscall.SIGHUP)
+		waitMetric(t, in.Admin, `sluice_config_reloads_total{result="success"}`, 1)
+	}
+	if got := drain(t, ins, "/reload", 500); got != 60 {
+		t.Errorf("after the reload to limit 60: %d admitted, want exactly 60 (a fresh budget)", got)
+	}
+	// An unchanged policy keeps its count across a reload.
+	for _, in := range ins {
+		in.Signal(syscall.SIGHUP)
+		waitMetric(t, in.Admin, `sluice_config_reloads_total{result="success"}`, 2)
+	}
+	if got := drain(t, ins, "/reload", 500); got != 0 {
+		t.Errorf("after an unchanged reload: %d admitted, want 0 (the window's 60 are spent)", got)
 	}
 }

@@ -28,13 +28,13 @@ type shot struct {
 const seqHeader = "X-Pace-Seq"
 
 // pace sends rate requests per second, in total, to path on the instances
-// until until, open loop: the k-th request is due k/rate after the first,
+// until until or until stop is closed (nil: never), open loop: the k-th request is due k/rate after the first,
 // whatever the answers before it. Of every sum(share) requests, share[i] go
 // to ins[i], interleaved. It returns every request's outcome, indexed by the
 // sequence number carried in seqHeader. A request that gets no answer within
 // 10 s fails; pace never sends more than 256 at once (a saturated machine
 // lowers the rate instead, which the callers measure).
-func pace(t *testing.T, ins []*instance, path string, rate float64, share []int, until time.Time) []shot {
+func pace(t *testing.T, ins []*instance, path string, rate float64, share []int, until time.Time, stop <-chan struct{}) []shot {
 	t.Helper()
 	// Each instance's requests are spread over the cycle rather than sent
 	// in runs: with 16,3,1 the small shares recur evenly.
@@ -73,7 +73,17 @@ func pace(t *testing.T, ins []*instance, path string, rate float64, share []int,
 			break
 		}
 		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
+			select {
+			case <-time.After(d):
+			case <-stop:
+			}
+		}
+		select {
+		case <-stop:
+			close(jobs)
+			wg.Wait()
+			return shots
+		default:
 		}
 		mu.Lock()
 		shots = append(shots, shot{})
