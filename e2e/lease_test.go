@@ -596,3 +596,22 @@ func TestLeaseReloadStartsAfresh(t *testing.T) {
 		t.Errorf("after an unchanged reload: %d admitted, want 0 (the window's 60 are spent)", got)
 	}
 }
+
+// TestLeaseBurstOnFreshLease sends a burst of concurrent requests to a
+// lease nobody has used yet, on a budget they cannot exhaust: while the
+// instance's batch size is still small, requests wait for refills rather
+// than being rejected.
+func TestLeaseBurstOnFreshLease(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	cfg := leaseConfig(rs.Addr(), up.URL, "timeout: 1s",
+		"huge: {algorithm: token_bucket, limit: 1000000, window: 1s, burst: 1000000, key: [global], sync: lease}",
+		"huge2: {algorithm: fixed_window, limit: 1000000, window: 1h, key: [global], sync: lease}")
+	in := start(t, writeConfig(t, cfg))
+	for _, path := range []string{"/huge", "/huge2"} {
+		if codes := spread(t, []*instance{in}, path, 200); codes[200] != 200 {
+			t.Errorf("%s: 200 concurrent requests on a fresh lease of a budget of a million: got %v, want 200 200s", path, codes)
+		}
+	}
+}
