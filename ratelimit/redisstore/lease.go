@@ -433,7 +433,11 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 	l.mu.Lock()
 	l.req = r
 	l.arriveLocked(now)
-	for range 3 {
+	// Until a unit is taken, Redis has said the budget is short (quiet)
+	// or ctx ends: a burst on a lease whose batch is still small drains
+	// each refill and waits for the next, rather than being rejected
+	// with budget left in Redis.
+	for {
 		if l.gone {
 			l.mu.Unlock()
 			// Reset or the idle sweep dropped it just now: start over.
