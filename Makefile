@@ -1,7 +1,7 @@
 # Targets a developer and CI use. `make test` is the whole suite.
 GO ?= go
 
-.PHONY: test build bench bench-load lint soak
+.PHONY: test build bench bench-load bench-lease lint soak
 
 # test installs redis-server when it is missing, then runs every test with
 # the race detector; SLUICE_REQUIRE_REDIS=1 makes a missing Redis a failure,
@@ -40,6 +40,17 @@ bench:
 # sluice built at each git revision REV to the same run.
 bench-load:
 	./bench/load/run.sh
+
+# bench-lease measures the p50 and p99 of a proxied request whose limit is
+# in the memory store, in Redis per request, and in Redis with sync: lease,
+# in one run of interleaved rounds (README › Several instances: the Redis
+# store › What a lease costs; under a minute, not part of test). Flags go
+# to the runner with ARGS, e.g. ARGS="-rate 4000 -rounds 5".
+bench-lease:
+	./scripts/test-deps.sh
+	$(GO) build -o bench/lease/out/sluice ./cmd/sluice
+	$(GO) build -o bench/lease/out/upstream ./bench/load/upstream
+	$(GO) run ./bench/lease -bin bench/lease/out $(ARGS)
 
 lint:
 	test -z "$$(gofmt -l $$(git ls-files '*.go'))"
