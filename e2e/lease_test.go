@@ -233,7 +233,7 @@ func TestLeaseSkewedThreeInstances(t *testing.T) {
 // client's uncertainty never counts against the gateway; every a is an
 // admission's lo and every b an admission's hi, which covers every
 // interval the timings can convict.
-func checkTokenBucket(t *testing.T, adm []admission, burst int, r float64) {
+func checkTokenBucket(t reporter, adm []admission, burst int, r float64) {
 	t.Helper()
 	byHi := slices.Clone(adm)
 	slices.SortFunc(byHi, func(x, y admission) int { return x.hi.Compare(y.hi) })
@@ -264,7 +264,7 @@ func checkTokenBucket(t *testing.T, adm []admission, burst int, r float64) {
 // all. prev is taken as the admissions certainly in window k-1 and cur as
 // those certainly in k before τ, lower bounds both, which can only loosen
 // the check, never fail it wrongly.
-func checkCounter(t *testing.T, adm []admission, w time.Duration, limit int) {
+func checkCounter(t reporter, adm []admission, w time.Duration, limit int) {
 	t.Helper()
 	checkPerWindow(t, adm, w, limit)
 	byHi := slices.Clone(adm)

@@ -193,6 +193,13 @@ func windowOf(t time.Time, w time.Duration) int64 { return t.UnixNano() / int64(
 // windowStart is the start of window k.
 func windowStart(k int64, w time.Duration) time.Time { return time.Unix(0, k*int64(w)) }
 
+// reporter is where the checks below report: the test, or a recorder
+// when they are tested themselves.
+type reporter interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
 // checkPerWindow holds a fixed window's promise over the admissions: for
 // every run of consecutive windows a..b (each admission placed in every
 // window its interval may fall in), those that certainly fell inside the
@@ -200,7 +207,7 @@ func windowStart(k int64, w time.Duration) time.Time { return time.Unix(0, k*int
 // placement of each admission in one of its windows to keep every window
 // at most limit, so it never blames the gateway for the client's
 // uncertainty and misses no excess that the timings pin down.
-func checkPerWindow(t *testing.T, adm []admission, w time.Duration, limit int) {
+func checkPerWindow(t reporter, adm []admission, w time.Duration, limit int) {
 	t.Helper()
 	if len(adm) == 0 {
 		return
