@@ -33,9 +33,9 @@ var (
 	bin      = flag.String("bin", "bench/lease/out", "`directory` with the sluice and upstream binaries")
 	rate     = flag.Float64("rate", 2000, "requests per second sent to each target, open loop")
 	conns    = flag.Int("c", 32, "most requests in flight at once (connections)")
-	duration = flag.Duration("d", 4*time.Second, "load per target and round")
+	duration = flag.Duration("d", 2*time.Second, "load per target and round")
 	warmup   = flag.Duration("warmup", time.Second, "load before each target's first round, not counted")
-	rounds   = flag.Int("rounds", 3, "rounds, each target measured once per round")
+	rounds   = flag.Int("rounds", 5, "rounds, each target measured once per round")
 )
 
 // target is one sluice instance under test.
