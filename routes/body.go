@@ -1,15 +1,10 @@
 package routes
 
 import (
-	"bytes"
-	"io"
 	"math"
 	"mime"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // MaxKeyBody is the largest request body in bytes that json: key sources
@@ -17,10 +12,10 @@ import (
 // body gives those sources an empty value.
 const MaxKeyBody = 64 << 10
 
-// Body is a request body read for json: key sources. Each source streams
-// over it with a tokenizer, so nothing is decoded but the fields on its
-// path. Create it with NewBody; it is immutable and safe for concurrent
-// use.
+// Body is a request body read for json: key sources. Each source walks it
+// once with a scanner that validates every byte and decodes nothing but
+// the names and the value on its path. Create it with NewBody; it is
+// immutable and safe for concurrent use.
 type Body struct {
 	raw []byte
 }
@@ -58,25 +53,6 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 	return s[len(prefix):], true
 }
 
-// scanner is one walk of a body along a json: path; pooled, since a
-// jsontext.Decoder is large.
-type scanner struct {
-	dec  jsontext.Decoder
-	in   bytes.Buffer
-	name []byte // an unescaped member name
-	path [][]byte
-	// found is the raw value at the path, nil when absent; dup reports a
-	// name on the path that occurs twice in one object, in any letter case.
-	found []byte
-	dup   bool
-}
-
-var scanners = sync.Pool{New: func() any { return new(scanner) }}
-
-// Duplicate names are found by the scan itself, in any letter case: the
-// decoder's own exact-name check would cost a map per object.
-var decodeOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true)}
-
 // appendField appends the value at path: a string's unescaped text, a
 // number in canonical form (so 1, 1.0 and 1e0 are one key), true or false.
 // Objects, arrays, null, missing fields and bodies that are not one JSON
@@ -84,122 +60,40 @@ var decodeOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true)}
 // array. Member names match in any letter case, as lenient decoders match
 // them; a name on the path given twice in one object is an error, since
 // the upstream might pick either.
+//
+// The body is one JSON value by RFC 8259 or it gives nothing: strings are
+// valid UTF-8, so invalid bytes in any string, on the path or not, and
+// \u escapes of lone surrogates make the body invalid, as they do for the
+// JSON decoders that reject what they cannot read back (Go's
+// encoding/json/v2, jsontext). Objects and arrays nest at most 10,000
+// deep, jsontext's bound. A duplicate is reported when the scan reaches
+// the second name before any syntax error.
 func (b *Body) appendField(dst []byte, path [][]byte) ([]byte, bool) {
 	if b == nil || len(b.raw) == 0 || len(b.raw) > MaxKeyBody {
 		return dst, true
 	}
-	s := scanners.Get().(*scanner)
-	defer scanners.Put(s)
-	s.in = *bytes.NewBuffer(b.raw)
-	s.dec.Reset(&s.in, decodeOptions...)
-	s.path, s.found, s.dup = path, nil, false
-	defer func() { s.path, s.found, s.in = nil, nil, bytes.Buffer{} }()
-	err := s.value(0)
-	if s.dup {
+	s := scanner{b: b.raw, path: path}
+	v, st := s.walk()
+	s.kinds.release()
+	switch st {
+	case scanDuplicate:
 		return dst, false
+	case scanValid:
+		return appendScalar(dst, v), true
 	}
-	if err != nil {
-		return dst, true
-	}
-	if _, err := s.dec.ReadToken(); err != io.EOF {
-		return dst, true // trailing data: not one JSON value
-	}
-	return appendScalar(dst, s.found), true
+	return dst, true
 }
 
-// value consumes one JSON value whose path so far is s.path[:depth].
-func (s *scanner) value(depth int) error {
-	if depth == len(s.path) {
-		v, err := s.dec.ReadValue()
-		if err != nil {
-			return err
-		}
-		s.found = v
-		return nil
-	}
-	switch s.dec.PeekKind() {
-	case '{':
-		if _, err := s.dec.ReadToken(); err != nil {
-			return err
-		}
-		seen := false
-		for s.dec.PeekKind() == '"' {
-			name, err := s.dec.ReadValue()
-			if err != nil {
-				return err
-			}
-			if !s.matches(name, s.path[depth]) {
-				if err := s.dec.SkipValue(); err != nil {
-					return err
-				}
-				continue
-			}
-			if seen {
-				s.dup = true
-				return errDuplicate
-			}
-			seen = true
-			if err := s.value(depth + 1); err != nil {
-				return err
-			}
-		}
-		_, err := s.dec.ReadToken()
-		return err
-	case '[':
-		if _, err := s.dec.ReadToken(); err != nil {
-			return err
-		}
-		want := -1
-		if i, err := strconv.Atoi(string(s.path[depth])); err == nil && i >= 0 {
-			want = i
-		}
-		for i := 0; s.dec.PeekKind() != ']' && s.dec.PeekKind() != 0; i++ {
-			var err error
-			if i == want {
-				err = s.value(depth + 1)
-			} else {
-				err = s.dec.SkipValue()
-			}
-			if err != nil {
-				return err
-			}
-		}
-		_, err := s.dec.ReadToken()
-		return err
-	default:
-		return s.dec.SkipValue()
-	}
-}
-
-// matches reports whether the quoted member name equals want in any
-// letter case, Unicode simple folding included (as encoding/json matches
-// "K", the Kelvin sign, to "k").
-func (s *scanner) matches(quoted []byte, want []byte) bool {
-	name := quoted[1 : len(quoted)-1]
-	if bytes.IndexByte(name, '\\') >= 0 {
-		var err error
-		if s.name, err = jsontext.AppendUnquote(s.name[:0], quoted); err != nil {
-			return false
-		}
-		name = s.name
-	}
-	return bytes.EqualFold(name, want)
-}
-
-var errDuplicate = &DuplicateError{}
-
-// appendScalar appends the key text of the raw JSON value v.
+// appendScalar appends the key text of the raw JSON value v, which the
+// scan has validated.
 func appendScalar(dst []byte, v []byte) []byte {
 	if len(v) == 0 {
 		return dst
 	}
 	switch v[0] {
 	case '"':
-		out, err := jsontext.AppendUnquote(dst, v)
-		if err != nil {
-			return dst
-		}
-		return out
+		dst, _ = appendUnquoted(dst, v[1:len(v)-1], len(v))
+		return dst
 	case 't', 'f':
 		return append(dst, v...)
 	case 'n', '{', '[':

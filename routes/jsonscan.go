@@ -1,0 +1,550 @@
+package routes
+
+import (
+	"bytes"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxDepth is how deep objects and arrays may nest in a body read for
+// json: keys: jsontext's bound, so a body is valid here when a strict
+// decoder takes it.
+const maxDepth = 10000
+
+// scanStatus is what a scan made of a body.
+type scanStatus uint8
+
+const (
+	scanInvalid   scanStatus = iota // not one JSON value
+	scanValid                       // one JSON value; the path's value, if any, found
+	scanDuplicate                   // a name on the path twice in one object
+)
+
+// scanner is one walk of a body along a json: path, in a single pass
+// without recursion. Values off the path are only validated, never
+// decoded. The zero value with b and path set is ready; it lives on the
+// caller's stack, and release must be called after the walk.
+type scanner struct {
+	b     []byte
+	path  [][]byte
+	kinds kindStack
+}
+
+// walk validates the whole body and returns the raw value at the path
+// (nil when absent).
+//
+// The containers it opens itself are the ones on the path, so every open
+// one at depth d is the value at path[:d]; the rest is consumed by
+// skipValue. seen tells whether the innermost open container already gave
+// its path element: a matching member name (a second one is a duplicate)
+// or, for an array, the element at the wanted index. A container that
+// closes was its parent's path element, so its parent has seen it.
+func (s *scanner) walk() ([]byte, scanStatus) {
+	b, path := s.b, s.path
+	var found []byte
+	depth, want, idx := 0, -1, 0
+	seen, sel := false, true // sel: the value at pos is at path[:depth]
+	pos := skipSpace(b, 0)
+	for {
+		// A value starts at pos.
+		if pos >= len(b) {
+			return nil, scanInvalid
+		}
+		switch c := b[pos]; {
+		case sel && depth == len(path):
+			end := s.skipValue(pos, depth)
+			if end < 0 {
+				return nil, scanInvalid
+			}
+			found, pos = b[pos:end], end
+		case sel && (c == '{' || c == '['):
+			if depth == maxDepth {
+				return nil, scanInvalid
+			}
+			depth++
+			s.kinds.set(depth, c == '{')
+			seen = false
+			if pos = skipSpace(b, pos+1); pos < len(b) && b[pos] == c+2 { // '{'+2 is '}', '['+2 is ']'
+				pos++
+				depth--
+				seen = true
+				break
+			}
+			if c == '[' {
+				want, idx = arrayIndex(path[depth-1]), 0
+				sel = want == 0
+				continue
+			}
+			var st scanStatus
+			if pos, sel, st = s.member(pos, path[depth-1], seen); st != scanValid {
+				return nil, st
+			}
+			seen = seen || sel
+			continue
+		default:
+			if pos = s.skipValue(pos, depth); pos < 0 {
+				return nil, scanInvalid
+			}
+		}
+		// After a value: close the containers it ends, then go to the
+		// next value.
+	next:
+		for {
+			pos = skipSpace(b, pos)
+			if depth == 0 {
+				if pos != len(b) {
+					return nil, scanInvalid // trailing data
+				}
+				return found, scanValid
+			}
+			if pos >= len(b) {
+				return nil, scanInvalid
+			}
+			obj := s.kinds.object(depth)
+			switch c := b[pos]; {
+			case c == ',':
+				pos = skipSpace(b, pos+1)
+				if !obj {
+					idx++
+					sel = !seen && idx == want
+					break next
+				}
+				var st scanStatus
+				if pos, sel, st = s.member(pos, path[depth-1], seen); st != scanValid {
+					return nil, st
+				}
+				seen = seen || sel
+				break next
+			case obj && c == '}', !obj && c == ']':
+				pos++
+				depth--
+				seen = true
+			default:
+				return nil, scanInvalid
+			}
+		}
+	}
+}
+
+// member reads the member name at pos, compares it with want and returns
+// the position of the member's value and whether it is on the path. A
+// second match, when seen, is a duplicate.
+func (s *scanner) member(pos int, want []byte, seen bool) (int, bool, scanStatus) {
+	b := s.b
+	if pos >= len(b) || b[pos] != '"' {
+		return 0, false, scanInvalid
+	}
+	end, esc := scanString(b, pos+1)
+	if end < 0 {
+		return 0, false, scanInvalid
+	}
+	sel := matchName(b[pos+1:end-1], esc, want)
+	if sel && seen {
+		return 0, false, scanDuplicate
+	}
+	pos = skipSpace(b, end)
+	if pos >= len(b) || b[pos] != ':' {
+		return 0, false, scanInvalid
+	}
+	return skipSpace(b, pos+1), sel, scanValid
+}
+
+// matchName reports whether the member name (between its quotes, with
+// escapes when esc) equals want in any letter case, Unicode simple folding
+// included (as encoding/json matches "K", the Kelvin sign, to "k").
+func matchName(name []byte, esc bool, want []byte) bool {
+	if !esc {
+		return bytes.EqualFold(name, want)
+	}
+	// bytes.EqualFold pairs runes one for one, and a rune is at most 4
+	// bytes, so a name that unescapes to more than 4 bytes per byte of
+	// want cannot match: the buffer on the stack is enough for a want of
+	// up to 31 bytes.
+	var buf [128]byte
+	u, ok := appendUnquoted(buf[:0], name, 4*len(want))
+	return ok && bytes.EqualFold(u, want)
+}
+
+// arrayIndex is the array index a path element names, as strconv.Atoi
+// reads it, or -1 when it names none.
+func arrayIndex(p []byte) int {
+	if len(p) > 0 && (p[0] == '+' || p[0] == '-') {
+		neg := p[0] == '-'
+		p = p[1:]
+		if neg {
+			// Atoi takes "-0" and "-000" as 0, any other digits as
+			// negative or out of range.
+			if len(p) == 0 || len(bytes.TrimLeft(p, "0")) != 0 {
+				return -1
+			}
+		}
+	}
+	if len(p) == 0 {
+		return -1
+	}
+	const maxInt = int(^uint(0) >> 1)
+	n := 0
+	for _, c := range p {
+		d := int(c) - '0'
+		if d < 0 || d > 9 || n > (maxInt-d)/10 {
+			return -1
+		}
+		n = n*10 + d
+	}
+	return n
+}
+
+// skipValue validates the JSON value at b[pos:], where pos is past any
+// space and depth containers are open, and returns the position after it,
+// or -1. It keeps its own stack of open containers, so no body can make it
+// recurse.
+func (s *scanner) skipValue(pos, depth int) int {
+	b := s.b
+	base := depth
+	obj := false // the innermost open container is an object
+	for {
+		// A value starts at pos.
+		if pos >= len(b) {
+			return -1
+		}
+		switch c := b[pos]; c {
+		case '"':
+			if pos, _ = scanString(b, pos+1); pos < 0 {
+				return -1
+			}
+		case '{', '[':
+			if depth == maxDepth {
+				return -1
+			}
+			depth++
+			obj = c == '{'
+			s.kinds.set(depth, obj)
+			if pos = skipSpace(b, pos+1); pos < len(b) && b[pos] == c+2 {
+				pos++
+				depth--
+				obj = depth > base && s.kinds.object(depth)
+				break
+			}
+			if obj {
+				if pos = skipName(b, pos); pos < 0 {
+					return -1
+				}
+			}
+			continue
+		case 't':
+			if len(b)-pos < 4 || string(b[pos:pos+4]) != "true" {
+				return -1
+			}
+			pos += 4
+		case 'f':
+			if len(b)-pos < 5 || string(b[pos:pos+5]) != "false" {
+				return -1
+			}
+			pos += 5
+		case 'n':
+			if len(b)-pos < 4 || string(b[pos:pos+4]) != "null" {
+				return -1
+			}
+			pos += 4
+		default:
+			if pos = scanNumber(b, pos); pos < 0 {
+				return -1
+			}
+		}
+		// After a value: close the containers it ends, then go to the
+		// next value.
+	next:
+		for {
+			if depth == base {
+				return pos
+			}
+			if pos = skipSpace(b, pos); pos >= len(b) {
+				return -1
+			}
+			switch c := b[pos]; {
+			case c == ',':
+				pos = skipSpace(b, pos+1)
+				if obj {
+					if pos = skipName(b, pos); pos < 0 {
+						return -1
+					}
+				}
+				break next
+			case obj && c == '}', !obj && c == ']':
+				pos++
+				depth--
+				obj = depth > base && s.kinds.object(depth)
+			default:
+				return -1
+			}
+		}
+	}
+}
+
+// skipName validates a member name and its colon at b[pos:] and returns
+// the position of the member's value, past any space, or -1.
+func skipName(b []byte, pos int) int {
+	if pos >= len(b) || b[pos] != '"' {
+		return -1
+	}
+	if pos, _ = scanString(b, pos+1); pos < 0 {
+		return -1
+	}
+	if pos = skipSpace(b, pos); pos >= len(b) || b[pos] != ':' {
+		return -1
+	}
+	return skipSpace(b, pos+1)
+}
+
+// jsonSpace is the whitespace of RFC 8259.
+var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
+
+// skipSpace returns the position of the first byte at or after pos that
+// is not whitespace.
+func skipSpace(b []byte, pos int) int {
+	for pos < len(b) && jsonSpace[b[pos]] {
+		pos++
+	}
+	return pos
+}
+
+// stringPlain marks the bytes that stand for themselves in a string:
+// printable ASCII but the quote and the backslash.
+var stringPlain = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// scanString validates the rest of a string whose opening quote is just
+// before pos and returns the position after its closing quote (or -1)
+// and whether it holds escapes. The string must be valid UTF-8, escapes
+// of UTF-16 surrogates must pair up, and control characters must be
+// escaped.
+func scanString(b []byte, pos int) (int, bool) {
+	esc := false
+	for {
+		for pos < len(b) && stringPlain[b[pos]] {
+			pos++
+		}
+		if pos >= len(b) {
+			return -1, esc
+		}
+		switch c := b[pos]; {
+		case c == '"':
+			return pos + 1, esc
+		case c == '\\':
+			esc = true
+			if pos = scanEscape(b, pos); pos < 0 {
+				return -1, esc
+			}
+		case c < ' ':
+			return -1, esc
+		default:
+			r, n := utf8.DecodeRune(b[pos:])
+			if r == utf8.RuneError && n == 1 {
+				return -1, esc
+			}
+			pos += n
+		}
+	}
+}
+
+// scanEscape validates the escape at b[pos:], which starts with a
+// backslash, and returns the position after it, or -1.
+func scanEscape(b []byte, pos int) int {
+	if pos+1 >= len(b) {
+		return -1
+	}
+	switch b[pos+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return pos + 2
+	case 'u':
+		r, ok := hex4(b, pos+2)
+		if !ok {
+			return -1
+		}
+		if pos += 6; !utf16.IsSurrogate(r) {
+			return pos
+		}
+		if pos+1 >= len(b) || b[pos] != '\\' || b[pos+1] != 'u' {
+			return -1
+		}
+		r2, ok := hex4(b, pos+2)
+		if !ok || utf16.DecodeRune(r, r2) == utf8.RuneError {
+			return -1
+		}
+		return pos + 6
+	}
+	return -1
+}
+
+// hex4 reads the four hex digits at b[pos:].
+func hex4(b []byte, pos int) (rune, bool) {
+	if len(b)-pos < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[pos : pos+4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// scanNumber validates the number at b[pos:] and returns the position
+// after it, or -1: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func scanNumber(b []byte, pos int) int {
+	if pos < len(b) && b[pos] == '-' {
+		pos++
+	}
+	if pos >= len(b) {
+		return -1
+	}
+	switch c := b[pos]; {
+	case c == '0':
+		pos++
+	case '1' <= c && c <= '9':
+		pos = skipDigits(b, pos+1)
+	default:
+		return -1
+	}
+	if pos < len(b) && b[pos] == '.' {
+		start := pos + 1
+		if pos = skipDigits(b, start); pos == start {
+			return -1
+		}
+	}
+	if pos < len(b) && (b[pos] == 'e' || b[pos] == 'E') {
+		pos++
+		if pos < len(b) && (b[pos] == '+' || b[pos] == '-') {
+			pos++
+		}
+		start := pos
+		if pos = skipDigits(b, start); pos == start {
+			return -1
+		}
+	}
+	return pos
+}
+
+func skipDigits(b []byte, pos int) int {
+	for pos < len(b) && '0' <= b[pos] && b[pos] <= '9' {
+		pos++
+	}
+	return pos
+}
+
+// appendUnquoted appends the text of a validated string's contents s
+// (between its quotes), its escapes decoded. It stops, reporting false,
+// before the text grows longer than limit bytes, or just after, by one
+// decoded escape.
+func appendUnquoted(dst, s []byte, limit int) ([]byte, bool) {
+	limit += len(dst)
+	for {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			i = len(s)
+		}
+		if len(dst)+i > limit {
+			return dst, false
+		}
+		if dst = append(dst, s[:i]...); i == len(s) {
+			return dst, true
+		}
+		c := s[i+1]
+		s = s[i+2:]
+		switch c {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, _ := hex4(s, 0)
+			s = s[4:]
+			if utf16.IsSurrogate(r) {
+				r2, _ := hex4(s, 2)
+				r = utf16.DecodeRune(r, r2)
+				s = s[6:]
+			}
+			dst = utf8.AppendRune(dst, r)
+		default: // '"', '\\', '/'
+			dst = append(dst, c)
+		}
+		if len(dst) > limit {
+			return dst, false
+		}
+	}
+}
+
+// kindStack tells, for each depth of open containers, whether the one
+// there is an object. The first 128 depths are kept inline; deeper ones,
+// which few bodies reach, in a pooled array.
+type kindStack struct {
+	near [2]uint64
+	far  *[maxDepth/64 + 1]uint64
+}
+
+var farKinds = sync.Pool{New: func() any { return new([maxDepth/64 + 1]uint64) }}
+
+func (k *kindStack) set(depth int, obj bool) {
+	w := &k.near[0]
+	switch {
+	case depth < 64:
+	case depth < 128:
+		w = &k.near[1]
+	default:
+		w = k.farWord(depth)
+	}
+	bit := uint64(1) << (depth & 63)
+	if obj {
+		*w |= bit
+	} else {
+		*w &^= bit
+	}
+}
+
+func (k *kindStack) farWord(depth int) *uint64 {
+	if k.far == nil {
+		k.far = farKinds.Get().(*[maxDepth/64 + 1]uint64)
+	}
+	return &k.far[depth>>6]
+}
+
+func (k *kindStack) object(depth int) bool {
+	var w uint64
+	switch {
+	case depth < 64:
+		w = k.near[0]
+	case depth < 128:
+		w = k.near[1]
+	default:
+		w = k.far[depth>>6]
+	}
+	return w>>(depth&63)&1 != 0
+}
+
+// release returns the deep part of the stack to its pool.
+func (k *kindStack) release() {
+	if k.far != nil {
+		farKinds.Put(k.far)
+		k.far = nil
+	}
+}

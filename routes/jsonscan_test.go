@@ -1,0 +1,243 @@
+package routes
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// scanField runs the scanner as appendField does and reports, like
+// oracleField, the value, whether the body is valid and whether a name
+// on the path is duplicated.
+func scanField(dst, raw []byte, path [][]byte) (out []byte, valid, dup bool) {
+	if len(raw) == 0 || len(raw) > MaxKeyBody {
+		return dst, false, false
+	}
+	s := scanner{b: raw, path: path}
+	v, st := s.walk()
+	s.kinds.release()
+	switch st {
+	case scanValid:
+		return appendScalar(dst, v), true, false
+	case scanDuplicate:
+		return dst, false, true
+	}
+	return dst, false, false
+}
+
+// checkAgainstOracle fails when the scanner and the jsontext walk disagree
+// on body along path.
+func checkAgainstOracle(t *testing.T, body []byte, path [][]byte) {
+	t.Helper()
+	got, gotValid, gotDup := scanField(nil, body, path)
+	want, wantValid, wantDup := oracleField(nil, body, path)
+	if gotValid != wantValid || gotDup != wantDup || !bytes.Equal(got, want) {
+		t.Fatalf("body %q, path %q: got %q valid=%v dup=%v; want %q valid=%v dup=%v (jsontext)",
+			body, bytes.Join(path, []byte(".")), got, gotValid, gotDup, want, wantValid, wantDup)
+	}
+}
+
+func splitPath(p string) [][]byte {
+	var path [][]byte
+	for _, e := range strings.Split(p, ".") {
+		path = append(path, []byte(e))
+	}
+	return path
+}
+
+// scanCases are bodies whose validity, value or duplicates the scanner
+// could get wrong; each is checked against jsontext and seeds the fuzz
+// target.
+var scanCases = []struct{ body, path string }{
+	{`{"phone":"+15550001"}`, "phone"},
+	{` {"phone" : "+1" } `, "phone"},
+	{"\t\r\n{\"phone\":\"1\"}\n", "phone"},
+	{`{"phone":"\u002b1555\u0030001"}`, "phone"},
+	{`{"phone":"\ud83d\ude00 \u00e9\u20ac\/\"\\\b\f\n\r\t"}`, "phone"},
+	{`{"phone":"\uD83D\uDE00"}`, "phone"},
+	{`{"phone":"\ud83d"}`, "phone"},
+	{`{"phone":"\ude00\ud83d"}`, "phone"},
+	{`{"phone":"\ud83d\u0041"}`, "phone"},
+	{`{"phone":"\ud83d\\"}`, "phone"},
+	{`{"phone":"\u12"}`, "phone"},
+	{`{"phone":"\u12g4"}`, "phone"},
+	{`{"phone":"\x"}`, "phone"},
+	{`{"phone":"\`, "phone"},
+	{"{\"phone\":\"a\x01\"}", "phone"},
+	{"{\"phone\":\"a\x7f\"}", "phone"},
+	{"{\"phone\":\"\xff\"}", "phone"},
+	{"{\"x\":\"\xff\",\"phone\":\"1\"}", "phone"},
+	{"{\"phone\":\"\xed\xa0\x80\"}", "phone"},
+	{"{\"phone\":\"\xc0\xaf\"}", "phone"},
+	{"{\"phone\":\"\xef\xbf\xbd\xf0\x9f\x98\x80\"}", "phone"},
+	{"{\"phone\":\"\xf0\x9f\x98\"}", "phone"},
+	{"{\"\xff\":1}", "phone"},
+	{`{"ph\u006fne":"x"}`, "phone"},
+	{`{"PHON\u0045":"x"}`, "phone"},
+	{`{"\u212aey":"b"}`, "key"},
+	{`{"key":"a","\u212aey":"b"}`, "key"},
+	{"{\"key\":\"a\",\"\u212aey\":\"b\"}", "key"},
+	{`{"\ufffd":1}`, "\xff"},
+	{`{"phone":"r1","Phone":"+15550001"}`, "phone"},
+	{`{"phone":"r1","phone"`, "phone"},
+	{`{"phone":"r1","phone" x`, "phone"},
+	{`{"phone":"r1" "phone":2}`, "phone"},
+	{`{"phone":"r1","phone`, "phone"},
+	{`{"x":1,"X":2,"phone":3}`, "phone"},
+	{`{"user":{"id":1},"USER":{"id":2}}`, "user.id"},
+	{`{"user":{"id":1,"Id":2}}`, "user.id"},
+	{`{"user":{"id":1}, "user":`, "user.id"},
+	{`{"user":[{"id":1},{"id":2,"ID":3}]}`, "user.1.id"},
+	{`{"user":[{"id":1,"id":4},{"id":2}]}`, "user.1.id"},
+	{`{"a":{"b":{"c":"x"}}}`, "a.b.c"},
+	{`{"a":[{"b":1}]}`, "a.0.b"},
+	{`{"a":["x","y"]}`, "a.1"},
+	{`{"a":["x","y"]}`, "a.+1"},
+	{`{"a":["x","y"]}`, "a.-0"},
+	{`{"a":["x","y"]}`, "a.01"},
+	{`{"a":["x","y"]}`, "a.-1"},
+	{`{"a":["x","y"]}`, "a.2"},
+	{`{"a":["x","y"]}`, "a.99999999999999999999"},
+	{`{"a":[]}`, "a.0"},
+	{`{"a":{}}`, "a.b"},
+	{`{"a":[[],[1]]}`, "a.1.0"},
+	{`{"a":[1,]}`, "a.0"},
+	{`{"a":[,1]}`, "a.0"},
+	{`{"a":1,}`, "a"},
+	{`{,"a":1}`, "a"},
+	{`{"a" 1}`, "a"},
+	{`{"a":1 "b":2}`, "a"},
+	{`{"a":1]`, "a"},
+	{`["a"}`, "0"},
+	{`[{"phone":"1"}]`, "0.phone"},
+	{`"phone"`, "phone"},
+	{`1`, "0"},
+	{`{"n":1}`, "n"},
+	{`{"n":1.0}`, "n"},
+	{`{"n":-0.0e-0}`, "n"},
+	{`{"n":10E-1}`, "n"},
+	{`{"n":1e400}`, "n"},
+	{`{"n":-1e400}`, "n"},
+	{`{"n":01}`, "n"},
+	{`{"n":-}`, "n"},
+	{`{"n":1.}`, "n"},
+	{`{"n":.5}`, "n"},
+	{`{"n":1e}`, "n"},
+	{`{"n":1e+}`, "n"},
+	{`{"n":+1}`, "n"},
+	{`{"n":1.5e3x}`, "n"},
+	{`{"n":123456789012345678901234567890}`, "n"},
+	{`{"b":true,"c":false,"d":null}`, "b"},
+	{`{"b":true,"c":false,"d":null}`, "c"},
+	{`{"b":true,"c":false,"d":null}`, "d"},
+	{`{"b":tru}`, "b"},
+	{`{"b":nul}`, "b"},
+	{`{"b":falsey}`, "b"},
+	{`{"b":True}`, "b"},
+	{`{"b":{"c":1}}`, "b"},
+	{`{"b":[1]}`, "b"},
+	{`{"phone":"1"} {"phone":"2"}`, "phone"},
+	{`{"phone":"1"},`, "phone"},
+	{`{"phone":"1"}`, "phone.x"},
+	{`{"phone":"1"`, "phone"},
+	{"\xef\xbb\xbf{\"phone\":\"1\"}", "phone"},
+	{"{\"phone\":\"1\"}\x00", "phone"},
+	{"{\"phone\":\"1\"}\v", "phone"},
+	{`phone=%2B15550001`, "phone"},
+	{` `, "phone"},
+	{`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"b":"x"}`, "b"},
+	{`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]},"b":"x"}`, "b"},
+}
+
+// TestJSONScanAgainstJSONText holds the scanner to the jsontext walk it
+// replaced on each of scanCases.
+func TestJSONScanAgainstJSONText(t *testing.T) {
+	t.Parallel()
+	for _, tc := range scanCases {
+		checkAgainstOracle(t, []byte(tc.body), splitPath(tc.path))
+	}
+}
+
+// TestJSONScanDepth: objects and arrays nest up to jsontext's 10,000
+// levels, on the path and off it, and a body of nothing but openings is
+// refused without recursing.
+func TestJSONScanDepth(t *testing.T) {
+	t.Parallel()
+	nested := func(n int, open, inner, close string) string {
+		return strings.Repeat(open, n) + inner + strings.Repeat(close, n)
+	}
+	zeros := func(n int) string { return strings.TrimSuffix(strings.Repeat("0.", n), ".") }
+	for _, tc := range []struct {
+		name, body, path string
+		valid            bool
+		want             string
+	}{
+		{"arrays at the bound", nested(maxDepth, "[", "1", "]"), "x", true, ""},
+		{"arrays past the bound", nested(maxDepth+1, "[", "1", "]"), "x", false, ""},
+		{"objects at the bound", nested(maxDepth, `{"":`, "1", "}"), "x", true, ""},
+		{"objects past the bound", nested(maxDepth+1, `{"":`, "1", "}"), "x", false, ""},
+		{"off the path past the bound", `{"a":` + nested(maxDepth, "[", "", "]") + `,"x":1}`, "x", false, ""},
+		{"off the path at the bound", `{"a":` + nested(maxDepth-1, "[", "", "]") + `,"x":1}`, "x", true, "1"},
+		{"on the path at the bound", nested(maxDepth, "[", "7", "]"), zeros(maxDepth), true, "7"},
+		{"on the path past the bound", nested(maxDepth+1, "[", "7", "]"), zeros(maxDepth + 1), false, ""},
+		{"only openings", strings.Repeat("[", MaxKeyBody), "0", false, ""},
+		{"only object openings", strings.Repeat(`{"a":`, MaxKeyBody/5), "a", false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := splitPath(tc.path)
+			got, valid, dup := scanField(nil, []byte(tc.body), path)
+			if valid != tc.valid || dup || string(got) != tc.want {
+				t.Fatalf("got %q valid=%v dup=%v, want %q valid=%v", got, valid, dup, tc.want, tc.valid)
+			}
+			checkAgainstOracle(t, []byte(tc.body), path)
+		})
+	}
+}
+
+// TestArrayIndex: a path element indexes an array exactly when
+// strconv.Atoi reads it as a number >= 0.
+func TestArrayIndex(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{
+		"0", "1", "007", "+1", "-0", "-000", "-1", "+", "-", "", "1a", "a1", " 1", "1_0", "0x1",
+		"9223372036854775807", "9223372036854775808", "-9223372036854775808", "00000000000000000000000001",
+		"-00000000000000000000000000", "+9223372036854775807", "99999999999999999999",
+	} {
+		want := -1
+		if i, err := strconv.Atoi(p); err == nil && i >= 0 {
+			want = i
+		}
+		if got := arrayIndex([]byte(p)); got != want {
+			t.Errorf("arrayIndex(%q): got %d, want %d", p, got, want)
+		}
+	}
+}
+
+// FuzzJSONScan: on any body and path, the scanner agrees with the
+// jsontext walk it replaced on the body's validity, the value found and
+// duplicate names.
+func FuzzJSONScan(f *testing.F) {
+	for _, tc := range scanCases {
+		f.Add([]byte(tc.body), tc.path)
+	}
+	f.Add(kibBody(), "phone")
+	f.Add(kibBody(), "items.3.sku")
+	f.Fuzz(func(t *testing.T, body []byte, path string) {
+		src, err := parseSource("json:" + path)
+		if err != nil {
+			return
+		}
+		checkAgainstOracle(t, body, src.path)
+		if i := arrayIndex([]byte(path)); !strings.Contains(path, ".") {
+			want := -1
+			if n, err := strconv.Atoi(path); err == nil && n >= 0 {
+				want = n
+			}
+			if i != want {
+				t.Fatalf("arrayIndex(%q): got %d, want %d (strconv.Atoi)", path, i, want)
+			}
+		}
+	})
+}
