@@ -138,11 +138,20 @@ func BenchmarkJSONKey(b *testing.B) {
 		})
 	})
 	// Baselines in the same run: what validating the body alone costs,
-	// and what decoding it whole, as json: sources once did, cost.
+	// the jsontext walk json: sources used before the scanner, and what
+	// decoding it whole, as they did before that, cost.
 	b.Run("baseline-json.Valid", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			json.Valid(raw)
+		}
+	})
+	b.Run("baseline-jsontext", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 64)
+		path := [][]byte{[]byte("phone")}
+		for b.Loop() {
+			buf, _, _ = oracleField(buf[:0], raw, path)
 		}
 	})
 	b.Run("baseline-decode-whole", func(b *testing.B) {

@@ -2,6 +2,8 @@ package routes
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -198,111 +200,172 @@ func arrayIndex(p []byte) int {
 // skipValue validates the JSON value at b[pos:], where pos is past any
 // space and depth containers are open, and returns the position after it,
 // or -1. It keeps its own stack of open containers, so no body can make it
-// recurse.
+// recurse. Strings of plain ASCII, names and integers, most of a body,
+// are scanned in line, 8 bytes a step for strings; the rest by helpers.
 func (s *scanner) skipValue(pos, depth int) int {
 	b := s.b
 	base := depth
-	obj := false // the innermost open container is an object
-	for {
-		// A value starts at pos.
-		if pos >= len(b) {
+	var closer byte // of the innermost open container: '}' or ']'
+	var c byte
+	name := false // the string being scanned is a member name
+
+value: // A value starts at pos, past any space.
+	if pos >= len(b) {
+		return -1
+	}
+	switch c = b[pos]; {
+	case c == '"':
+		pos++
+		goto str
+	case c-'0' <= 9:
+		pos++
+		if c != '0' {
+			for pos < len(b) && b[pos]-'0' <= 9 {
+				pos++
+			}
+		}
+		if pos < len(b) && (b[pos] == '.' || b[pos] == 'e' || b[pos] == 'E') {
+			if pos = scanNumberTail(b, pos); pos < 0 {
+				return -1
+			}
+		}
+	case c == '{' || c == '[':
+		if depth == maxDepth {
 			return -1
 		}
-		switch c := b[pos]; c {
-		case '"':
-			if pos, _ = scanString(b, pos+1); pos < 0 {
-				return -1
-			}
-		case '{', '[':
-			if depth == maxDepth {
-				return -1
-			}
-			depth++
-			obj = c == '{'
-			s.kinds.set(depth, obj)
-			if pos = skipSpace(b, pos+1); pos < len(b) && b[pos] == c+2 {
-				pos++
-				depth--
-				obj = depth > base && s.kinds.object(depth)
-				break
-			}
-			if obj {
-				if pos = skipName(b, pos); pos < 0 {
-					return -1
-				}
-			}
-			continue
-		case 't':
-			if len(b)-pos < 4 || string(b[pos:pos+4]) != "true" {
-				return -1
-			}
-			pos += 4
-		case 'f':
-			if len(b)-pos < 5 || string(b[pos:pos+5]) != "false" {
-				return -1
-			}
-			pos += 5
-		case 'n':
-			if len(b)-pos < 4 || string(b[pos:pos+4]) != "null" {
-				return -1
-			}
-			pos += 4
-		default:
-			if pos = scanNumber(b, pos); pos < 0 {
-				return -1
-			}
+		depth++
+		s.kinds.set(depth, c == '{')
+		closer = c + 2 // '{'+2 is '}', '['+2 is ']'
+		if pos = skipSpace(b, pos+1); pos < len(b) && b[pos] == closer {
+			pos++
+			depth--
+			closer = s.closer(depth, base)
+			goto after
 		}
-		// After a value: close the containers it ends, then go to the
-		// next value.
-	next:
-		for {
-			if depth == base {
-				return pos
-			}
-			if pos = skipSpace(b, pos); pos >= len(b) {
-				return -1
-			}
-			switch c := b[pos]; {
-			case c == ',':
-				pos = skipSpace(b, pos+1)
-				if obj {
-					if pos = skipName(b, pos); pos < 0 {
-						return -1
-					}
-				}
-				break next
-			case obj && c == '}', !obj && c == ']':
-				pos++
-				depth--
-				obj = depth > base && s.kinds.object(depth)
-			default:
-				return -1
-			}
+		if closer == '}' {
+			goto member
+		}
+		goto value
+	case c == 't':
+		if len(b)-pos < 4 || string(b[pos:pos+4]) != "true" {
+			return -1
+		}
+		pos += 4
+	case c == 'f':
+		if len(b)-pos < 5 || string(b[pos:pos+5]) != "false" {
+			return -1
+		}
+		pos += 5
+	case c == 'n':
+		if len(b)-pos < 4 || string(b[pos:pos+4]) != "null" {
+			return -1
+		}
+		pos += 4
+	default:
+		if pos = scanNumber(b, pos); pos < 0 {
+			return -1
 		}
 	}
-}
 
-// skipName validates a member name and its colon at b[pos:] and returns
-// the position of the member's value, past any space, or -1.
-func skipName(b []byte, pos int) int {
+after: // A value ends at pos: close the containers it ends, go to the next.
+	if depth == base {
+		return pos
+	}
+	if pos >= len(b) {
+		return -1
+	}
+	switch c = b[pos]; c {
+	case ',':
+		pos = skipSpace(b, pos+1)
+		if closer == '}' {
+			goto member
+		}
+		goto value
+	case closer:
+		pos++
+		depth--
+		closer = s.closer(depth, base)
+		goto after
+	case ' ', '\t', '\n', '\r':
+		pos = skipSpaceLoop(b, pos)
+		goto after
+	}
+	return -1
+
+member: // A member name starts at pos, past any space.
 	if pos >= len(b) || b[pos] != '"' {
 		return -1
 	}
-	if pos, _ = scanString(b, pos+1); pos < 0 {
+	pos++
+	name = true
+
+str: // The rest of a string starts at pos.
+	for len(b)-pos >= 8 {
+		w := binary.LittleEndian.Uint64(b[pos:])
+		q := w ^ ('"' * lows)
+		quotes := (q - lows) &^ q
+		e := w ^ ('\\' * lows)
+		m := (quotes | ((e - lows) &^ e) | (w - ' '*lows) | w) & highs
+		if m == 0 {
+			pos += 8
+			continue
+		}
+		if first := m & -m; first&quotes != 0 {
+			pos += bits.TrailingZeros64(first)>>3 + 1
+			goto strEnd
+		}
+		break
+	}
+	if pos = scanStringEnd(b, pos); pos < 0 {
 		return -1
+	}
+strEnd:
+	if !name {
+		goto after
+	}
+	name = false
+	if pos < len(b) && b[pos] == ':' {
+		pos = skipSpace(b, pos+1)
+		goto value
 	}
 	if pos = skipSpace(b, pos); pos >= len(b) || b[pos] != ':' {
 		return -1
 	}
-	return skipSpace(b, pos+1)
+	pos = skipSpace(b, pos+1)
+	goto value
+}
+
+// closer is the closing byte of the container open at depth, or 0 at
+// base, where skipValue started.
+func (s *scanner) closer(depth, base int) byte {
+	switch {
+	case depth == base:
+		return 0
+	case s.kinds.object(depth):
+		return '}'
+	}
+	return ']'
+}
+
+// scanStringEnd is scanString for strings whose escapes do not matter.
+func scanStringEnd(b []byte, pos int) int {
+	pos, _ = scanString(b, pos)
+	return pos
 }
 
 // jsonSpace is the whitespace of RFC 8259.
 var jsonSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 // skipSpace returns the position of the first byte at or after pos that
-// is not whitespace.
+// is not whitespace. Compact bodies have none, so that case is inlined.
 func skipSpace(b []byte, pos int) int {
+	if pos < len(b) && b[pos] > ' ' {
+		return pos
+	}
+	return skipSpaceLoop(b, pos)
+}
+
+func skipSpaceLoop(b []byte, pos int) int {
 	for pos < len(b) && jsonSpace[b[pos]] {
 		pos++
 	}
@@ -318,14 +381,50 @@ var stringPlain = func() (t [256]bool) {
 	return t
 }()
 
+const (
+	lows  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// stringSpecial marks, by its high bit, each byte of the 8 in w that
+// does not stand for itself in a string: a quote, a backslash, a control
+// character or a byte of a multibyte rune. Marks above the lowest one
+// may be false, so only the lowest counts.
+func stringSpecial(w uint64) uint64 {
+	q := w ^ ('"' * lows)
+	e := w ^ ('\\' * lows)
+	return ((q - lows) &^ q) | ((e - lows) &^ e) | (w - ' '*lows) | w
+}
+
+// closingQuote returns 1 + the index of the first byte of the 8 in w
+// that does not stand for itself in a string, when that byte is a quote,
+// and 0 otherwise.
+func closingQuote(w uint64) int {
+	q := w ^ ('"' * lows)
+	quotes := (q - lows) &^ q
+	e := w ^ ('\\' * lows)
+	m := (quotes | ((e - lows) &^ e) | (w - ' '*lows) | w) & highs
+	if first := m & -m; first&quotes != 0 {
+		return bits.TrailingZeros64(first)>>3 + 1
+	}
+	return 0
+}
+
 // scanString validates the rest of a string whose opening quote is just
 // before pos and returns the position after its closing quote (or -1)
 // and whether it holds escapes. The string must be valid UTF-8, escapes
 // of UTF-16 surrogates must pair up, and control characters must be
-// escaped.
+// escaped. It looks at 8 bytes a step while they stand for themselves.
 func scanString(b []byte, pos int) (int, bool) {
 	esc := false
 	for {
+		for len(b)-pos >= 8 {
+			if m := stringSpecial(binary.LittleEndian.Uint64(b[pos:])) & highs; m != 0 {
+				pos += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			pos += 8
+		}
 		for pos < len(b) && stringPlain[b[pos]] {
 			pos++
 		}
@@ -420,6 +519,12 @@ func scanNumber(b []byte, pos int) int {
 	default:
 		return -1
 	}
+	return scanNumberTail(b, pos)
+}
+
+// scanNumberTail validates the fraction and exponent, if any, of the
+// number whose integer part ends at pos.
+func scanNumberTail(b []byte, pos int) int {
 	if pos < len(b) && b[pos] == '.' {
 		start := pos + 1
 		if pos = skipDigits(b, start); pos == start {
@@ -495,50 +600,43 @@ func appendUnquoted(dst, s []byte, limit int) ([]byte, bool) {
 }
 
 // kindStack tells, for each depth of open containers, whether the one
-// there is an object. The first 128 depths are kept inline; deeper ones,
+// there is an object. The first 64 depths are kept inline; deeper ones,
 // which few bodies reach, in a pooled array.
 type kindStack struct {
-	near [2]uint64
+	near uint64
 	far  *[maxDepth/64 + 1]uint64
 }
 
 var farKinds = sync.Pool{New: func() any { return new([maxDepth/64 + 1]uint64) }}
 
 func (k *kindStack) set(depth int, obj bool) {
-	w := &k.near[0]
-	switch {
-	case depth < 64:
-	case depth < 128:
-		w = &k.near[1]
-	default:
-		w = k.farWord(depth)
+	if depth >= 64 {
+		k.setFar(depth, obj)
+		return
 	}
-	bit := uint64(1) << (depth & 63)
-	if obj {
-		*w |= bit
+	if bit := uint64(1) << depth; obj {
+		k.near |= bit
 	} else {
-		*w &^= bit
+		k.near &^= bit
 	}
 }
 
-func (k *kindStack) farWord(depth int) *uint64 {
+func (k *kindStack) setFar(depth int, obj bool) {
 	if k.far == nil {
 		k.far = farKinds.Get().(*[maxDepth/64 + 1]uint64)
 	}
-	return &k.far[depth>>6]
+	if bit := uint64(1) << (depth & 63); obj {
+		k.far[depth>>6] |= bit
+	} else {
+		k.far[depth>>6] &^= bit
+	}
 }
 
 func (k *kindStack) object(depth int) bool {
-	var w uint64
-	switch {
-	case depth < 64:
-		w = k.near[0]
-	case depth < 128:
-		w = k.near[1]
-	default:
-		w = k.far[depth>>6]
+	if depth < 64 {
+		return k.near>>depth&1 != 0
 	}
-	return w>>(depth&63)&1 != 0
+	return k.far[depth>>6]>>(depth&63)&1 != 0
 }
 
 // release returns the deep part of the stack to its pool.
