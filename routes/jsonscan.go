@@ -197,8 +197,8 @@ func arrayIndex(p []byte) int {
 	return n
 }
 
-// skipValue validates the JSON value at b[pos:], where pos is past any
-// space and depth containers are open, and returns the position after it,
+// skipValue validates the JSON value at b[pos:], where depth containers
+// are open, and returns the position after it,
 // or -1. It keeps its own stack of open containers, so no body can make it
 // recurse. Strings of plain ASCII, names and integers, most of a body,
 // are scanned in line, 8 bytes a step for strings; the rest by helpers.
@@ -209,11 +209,17 @@ func (s *scanner) skipValue(pos, depth int) int {
 	var c byte
 	name := false // the string being scanned is a member name
 
-value: // A value starts at pos, past any space.
+value: // A value starts at pos.
 	if pos >= len(b) {
 		return -1
 	}
-	switch c = b[pos]; {
+	if c = b[pos]; c <= ' ' {
+		if pos = skipSpaceLoop(b, pos); pos >= len(b) {
+			return -1
+		}
+		c = b[pos]
+	}
+	switch {
 	case c == '"':
 		pos++
 		goto str
@@ -234,7 +240,11 @@ value: // A value starts at pos, past any space.
 			return -1
 		}
 		depth++
-		s.kinds.set(depth, c == '{')
+		if depth < 64 { // kinds.set, which is too large to be inlined
+			s.kinds.near = s.kinds.near&^(1<<depth) | b2u(c == '{')<<depth
+		} else {
+			s.kinds.setFar(depth, c == '{')
+		}
 		closer = c + 2 // '{'+2 is '}', '['+2 is ']'
 		if pos = skipSpace(b, pos+1); pos < len(b) && b[pos] == closer {
 			pos++
@@ -276,7 +286,7 @@ after: // A value ends at pos: close the containers it ends, go to the next.
 	}
 	switch c = b[pos]; c {
 	case ',':
-		pos = skipSpace(b, pos+1)
+		pos++
 		if closer == '}' {
 			goto member
 		}
@@ -292,14 +302,27 @@ after: // A value ends at pos: close the containers it ends, go to the next.
 	}
 	return -1
 
-member: // A member name starts at pos, past any space.
-	if pos >= len(b) || b[pos] != '"' {
+member: // A member name starts at pos.
+	if pos >= len(b) {
+		return -1
+	}
+	if c = b[pos]; c <= ' ' {
+		if pos = skipSpaceLoop(b, pos); pos >= len(b) {
+			return -1
+		}
+		c = b[pos]
+	}
+	if c != '"' {
 		return -1
 	}
 	pos++
 	name = true
 
 str: // The rest of a string starts at pos.
+	// 8 bytes a step while they stand for themselves. When the first that
+	// does not is a quote, the string ends there. The end is computed
+	// from the quote marks alone, fewer steps than all of m: every later
+	// byte of the scan waits for it.
 	for len(b)-pos >= 8 {
 		w := binary.LittleEndian.Uint64(b[pos:])
 		q := w ^ ('"' * lows)
@@ -310,8 +333,8 @@ str: // The rest of a string starts at pos.
 			pos += 8
 			continue
 		}
-		if first := m & -m; first&quotes != 0 {
-			pos += bits.TrailingZeros64(first)>>3 + 1
+		if qm := quotes & highs; m&-m == qm&-qm {
+			pos += bits.TrailingZeros64(qm)>>3 + 1
 			goto strEnd
 		}
 		break
@@ -325,13 +348,13 @@ strEnd:
 	}
 	name = false
 	if pos < len(b) && b[pos] == ':' {
-		pos = skipSpace(b, pos+1)
+		pos++
 		goto value
 	}
 	if pos = skipSpace(b, pos); pos >= len(b) || b[pos] != ':' {
 		return -1
 	}
-	pos = skipSpace(b, pos+1)
+	pos++
 	goto value
 }
 
@@ -394,20 +417,6 @@ func stringSpecial(w uint64) uint64 {
 	q := w ^ ('"' * lows)
 	e := w ^ ('\\' * lows)
 	return ((q - lows) &^ q) | ((e - lows) &^ e) | (w - ' '*lows) | w
-}
-
-// closingQuote returns 1 + the index of the first byte of the 8 in w
-// that does not stand for itself in a string, when that byte is a quote,
-// and 0 otherwise.
-func closingQuote(w uint64) int {
-	q := w ^ ('"' * lows)
-	quotes := (q - lows) &^ q
-	e := w ^ ('\\' * lows)
-	m := (quotes | ((e - lows) &^ e) | (w - ' '*lows) | w) & highs
-	if first := m & -m; first&quotes != 0 {
-		return bits.TrailingZeros64(first)>>3 + 1
-	}
-	return 0
 }
 
 // scanString validates the rest of a string whose opening quote is just
@@ -619,6 +628,13 @@ func (k *kindStack) set(depth int, obj bool) {
 	} else {
 		k.near &^= bit
 	}
+}
+
+func b2u(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
 }
 
 func (k *kindStack) setFar(depth int, obj bool) {
