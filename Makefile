@@ -18,6 +18,7 @@ test:
 	$(GO) test -run '^$$' -fuzz '^FuzzKeyQuery$$' -fuzztime $(FUZZTIME) ./routes
 	$(GO) test -run '^$$' -fuzz '^FuzzKeyCookie$$' -fuzztime $(FUZZTIME) ./routes
 	$(GO) test -run '^$$' -fuzz '^FuzzKeyJSON$$' -fuzztime $(FUZZTIME) ./routes
+	$(GO) test -run '^$$' -fuzz '^FuzzJSONScan$$' -fuzztime $(FUZZTIME) ./routes
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./routes
 
 # soak runs a minute of mixed traffic and reloads against the real binary

@@ -102,18 +102,31 @@ func kibBody() []byte {
 	return []byte(b.String())
 }
 
+// TestJSONKeyAllocs: a json: key allocates nothing, on a 1 KiB body, on
+// one whose names on the path are escaped, and on one nested deeper than
+// the scanner keeps in line.
 func TestJSONKeyAllocs(t *testing.T) {
-	raw := kibBody()
-	k := keyOf(t, "otp", "json:phone")
-	r := httptest.NewRequest("POST", "/", nil)
-	buf := make([]byte, 0, 64)
-	body := NewBody(raw)
-	buf, _ = k.Append(buf[:0], r, netip.Addr{}, body)
-	if string(buf) != "+15550001" {
-		t.Fatalf("got %q, want +15550001", buf)
-	}
-	if got := testing.AllocsPerRun(200, func() { buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(raw)) }); got > 2 {
-		t.Errorf("got %v allocs per json: key of a 1 KiB body, want at most 2", got)
+	deep := strings.Repeat("[", 500) + strings.Repeat("]", 500)
+	for _, tc := range []struct {
+		name, source, body, want string
+	}{
+		{"1 KiB", "json:phone", string(kibBody()), "+15550001"},
+		{"escaped names", "json:user.phone", `{"\u0075ser":{"x":"\u00e9","ph\u006fne":"+1\u0035"}}`, "+15"},
+		{"deep", "json:phone", `{"a":` + deep + `,"phone":"1"}`, "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw := []byte(tc.body)
+			k := keyOf(t, "otp", tc.source)
+			r := httptest.NewRequest("POST", "/", nil)
+			buf := make([]byte, 0, 64)
+			buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(raw))
+			if string(buf) != tc.want {
+				t.Fatalf("got %q, want %q", buf, tc.want)
+			}
+			if got := testing.AllocsPerRun(200, func() { buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(raw)) }); got != 0 {
+				t.Errorf("got %v allocs per json: key, want 0", got)
+			}
+		})
 	}
 }
 
