@@ -65,7 +65,7 @@ func TestThroughputAgainstRedisBenchmark(t *testing.T) {
 	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
 	p := benchPolicy(t)
 	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
-	sha := srv.Do("SCRIPT", "LOAD", decideSource)
+	sha := srv.Do("SCRIPT", "LOAD", commonSource+decideSource)
 	keys, args := s.call(time.Now(), reqs, modeTake, "bench.1", "", nil)
 	const perRun = 200_000
 	rate := regexp.MustCompile(`([0-9.]+) requests per second`)

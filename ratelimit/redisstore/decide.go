@@ -16,10 +16,16 @@ import (
 //go:embed decide.lua
 var decideSource string
 
+// commonSource holds the helpers decide.lua and lease.lua share; each
+// script is sent with it in front.
+//
+//go:embed common.lua
+var commonSource string
+
 // decideScript decides, looks (Peek) and gives back. A look takes no
 // budget but, like the memory store's Peek, drops sliding log entries that
 // have left the window, so it is not a read-only script.
-var decideScript = rueidis.NewLuaScript(decideSource)
+var decideScript = rueidis.NewLuaScript(commonSource + decideSource)
 
 // Script modes, ARGV[5] of decide.lua.
 const (

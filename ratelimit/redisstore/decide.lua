@@ -32,35 +32,8 @@
 -- start it was counted in (fixed_window, sliding_window_counter), the TAT
 -- after it (token_bucket), the score of its log entry
 -- (sliding_window_log); 0 for leaky_bucket.
-
-local function trunc(x)
-  if x >= 0 then return math.floor(x) end
-  return math.ceil(x)
-end
-
-local function fmt(x) return string.format('%.17g', x) end
-
-local function ttl(us, slack)
-  return math.max(1, math.ceil(us / 1000)) + slack
-end
-
--- wstart is the aligned window that holds now (floored, like Go's windowStart).
-local function wstart(now, w)
-  local s = now - (now % w)
-  if s > now then s = s - w end
-  return s
-end
-
--- ceilmicro rounds ns up to a whole microsecond, as ratelimit.ceilMicro.
-local function ceilmicro(ns) return math.ceil(ns / 1000) * 1000 end
-
-local function nums(v)
-  local t = {}
-  if v then
-    for x in string.gmatch(v, '%S+') do t[#t + 1] = x end
-  end
-  return t
-end
+-- common.lua, sent in front of this file, holds the helpers it shares
+-- with lease.lua.
 
 -- token_bucket ---------------------------------------------------------
 
@@ -124,22 +97,6 @@ local function fw_step(p, st, cnt, now, n)
 end
 
 -- sliding_window_counter ----------------------------------------------
-
--- cretry mirrors ratelimit.counterRetry; el and wn are in ns.
-local function cretry(cur, prev, el, wn, target)
-  local toend = wn - el
-  local wait
-  if target <= 0 then
-    return 0
-  elseif cur >= target then
-    local need = wn - target * wn / cur
-    wait = toend + trunc(need) + 1
-  else
-    local e = wn - (target - cur) * wn / prev
-    wait = math.min(math.max(trunc(e) + 1 - el, 1), toend)
-  end
-  return ceilmicro(wait)
-end
 
 local function creset(st, cur, prev, now, w)
   if cur > 0 then return (st + 2 * w - now) * 1000 end

@@ -18,7 +18,7 @@ import (
 var leaseSource string
 
 // leaseScript grants, takes back and hears about leased budget.
-var leaseScript = rueidis.NewLuaScript(leaseSource)
+var leaseScript = rueidis.NewLuaScript(commonSource + leaseSource)
 
 // Lease tuning; see "Leases" in README.md.
 const (

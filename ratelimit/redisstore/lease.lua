@@ -2,7 +2,8 @@
 -- takes back what it did not use and hears what it spent, atomically. The
 -- instance spends the batch locally until the reply's validity ends; see
 -- "Leases" in README.md for why admissions never exceed the policy's.
--- Absolute times are whole microseconds, as in decide.lua.
+-- Absolute times are whole microseconds, as in decide.lua; common.lua, sent
+-- in front of this file, holds the helpers both scripts use.
 --
 -- KEYS[1]   the bucket: fixed_window 'start count' and sliding_window_counter
 --           'start cur prev' strings as decide.lua keeps them; token_bucket
@@ -36,49 +37,6 @@
 -- leased and not yet reported spent or given back. The refill is capped
 -- at burst minus every instance's outstanding units, so the level plus
 -- the units leased and unspent never exceed the burst.
-
-local function nums(v)
-  local t = {}
-  if v then
-    for x in string.gmatch(v, '%S+') do t[#t + 1] = x end
-  end
-  return t
-end
-
-local function fmt(x) return string.format('%.17g', x) end
-
-local function ttl(us, slack)
-  return math.max(1, math.ceil(us / 1000)) + slack
-end
-
-local function wstart(now, w)
-  local s = now - (now % w)
-  if s > now then s = s - w end
-  return s
-end
-
-local function trunc(x)
-  if x >= 0 then return math.floor(x) end
-  return math.ceil(x)
-end
-
-local function ceilmicro(ns) return math.ceil(ns / 1000) * 1000 end
-
--- cretry mirrors ratelimit.counterRetry; el and wn are in ns.
-local function cretry(cur, prev, el, wn, target)
-  local toend = wn - el
-  local wait
-  if target <= 0 then
-    return 0
-  elseif cur >= target then
-    local need = wn - target * wn / cur
-    wait = toend + trunc(need) + 1
-  else
-    local e = wn - (target - cur) * wn / prev
-    wait = math.min(math.max(trunc(e) + 1 - el, 1), toend)
-  end
-  return ceilmicro(wait)
-end
 
 local now
 if ARGV[1] == '' then
