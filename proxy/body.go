@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -241,57 +240,4 @@ func refuseBody(w http.ResponseWriter, ex *exchange, f *bodyFailure) {
 	ex.bodyErr = f.err
 	w.Header().Set("Connection", "close")
 	problem.Error(w, f.status, f.detail)
-}
-
-// uploadClock runs a route's timeout while the upstream has the turn
-// (taking the body, preparing its answer) and pauses while the transport
-// waits for the client to send more of the body, so the timeout counts from
-// the end of the request body and a slow upload is not the upstream's
-// fault. It is safe for concurrent use.
-type uploadClock struct {
-	mu      sync.Mutex
-	timer   *time.Timer
-	timeout time.Duration
-	over    bool // the response headers arrived or the round trip failed
-}
-
-// pause stops the clock while the transport waits for the client.
-func (c *uploadClock) pause() {
-	c.mu.Lock()
-	if !c.over {
-		c.timer.Stop()
-	}
-	c.mu.Unlock()
-}
-
-// resume gives the upstream a whole timeout again from now.
-func (c *uploadClock) resume() {
-	c.mu.Lock()
-	if !c.over {
-		c.timer.Reset(c.timeout)
-	}
-	c.mu.Unlock()
-}
-
-// stop ends the clock for good; it reports whether the timer had not yet
-// fired.
-func (c *uploadClock) stop() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.over = true
-	return c.timer.Stop()
-}
-
-// timedBody is the upstream request's body: reading it from the client
-// pauses the route's clock.
-type timedBody struct {
-	io.ReadCloser
-	clock *uploadClock
-}
-
-func (b *timedBody) Read(p []byte) (int, error) {
-	b.clock.pause()
-	n, err := b.ReadCloser.Read(p)
-	b.clock.resume()
-	return n, err
 }

@@ -266,8 +266,10 @@ func (g *Gateway) upstreamError(rt *route) func(http.ResponseWriter, *http.Reque
 			refuseBody(w, ex, f)
 			return
 		}
-		if r.Context().Err() != nil {
-			// The client went away; nobody is left to answer.
+		if ex.Err() != nil {
+			// The client went away; nobody is left to answer. (r's own
+			// context is the upstream's, which the route's timeout
+			// cancels too.)
 			ex.clientGone = true
 			return
 		}

@@ -38,6 +38,10 @@ type exchange struct {
 	bodyErr     error       // what the client got wrong sending the body
 	waited      time.Duration
 	decisions   *decisions // pooled; released when the request is finished
+	// clock times the upstream's answer to a forwarded request, whose
+	// upstream context cancelUpstream cancels; both nil until then.
+	clock          *routeClock
+	cancelUpstream context.CancelCauseFunc
 
 	// Allocated with the exchange rather than one by one: the response
 	// recorder, the single-value header slices of X-Request-Id,
@@ -125,7 +129,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(match.Limits) > 0 && !g.admit(s, rt, rec, r, ex) {
 		return
 	}
-	rt.proxy.ServeHTTP(rec, r.WithContext(ex))
+	// The upstream's context is the request's, plus the route's timeout:
+	// one context and one clock for every attempt, made here rather than
+	// per attempt, as the transport makes its own context per attempt
+	// anyway.
+	ctx, cancel := context.WithCancelCause(ex)
+	ex.cancelUpstream = cancel
+	ex.clock = newRouteClock(cancel, ex.body == nil)
+	rt.proxy.ServeHTTP(rec, r.WithContext(ctx))
 }
 
 // admit applies the route's limits to r. It answers the request itself and
@@ -350,6 +361,10 @@ func (b *replayBody) Close() error { return b.orig.Close() }
 // finish records the request in metrics and the access log.
 func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request, ex *exchange, start time.Time) {
 	ex.body.settle()
+	if ex.clock != nil {
+		ex.clock.release()
+		ex.cancelUpstream(nil)
+	}
 	if ex.decisions != nil {
 		defer ex.decisions.release()
 	}

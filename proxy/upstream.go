@@ -1,9 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -81,43 +79,32 @@ func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// roundTrip is one attempt, timed by the route's clock, which the gateway
+// hands each forwarded request with the context it cancels; a request
+// without one (not forwarded by Gateway.ServeHTTP) goes untimed.
 func (u *upstreams) roundTrip(req *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithCancelCause(req.Context())
-	timer := time.AfterFunc(u.timeout, func() { cancel(errUpstreamTimeout) })
-	out := req.WithContext(ctx)
-	stop := timer.Stop
-	if out.Body != nil && out.Body != http.NoBody {
-		clock := &uploadClock{timer: timer, timeout: u.timeout}
-		out.Body, stop = &timedBody{ReadCloser: out.Body, clock: clock}, clock.stop
+	clock := exchangeOf(req.Context()).clock
+	if clock == nil {
+		return u.base.RoundTrip(req)
+	}
+	clock.start(u.timeout)
+	out := req
+	if req.Body != nil && req.Body != http.NoBody {
+		// The body is the attempt's own; req stays as the caller made it.
+		out = new(http.Request)
+		*out = *req
+		out.Body = &timedBody{ReadCloser: req.Body, clock: clock}
 	}
 	resp, err := u.base.RoundTrip(out)
-	if !stop() && err != nil && context.Cause(ctx) == errUpstreamTimeout {
-		cancel(nil)
+	if clock.stop() {
+		// The time ran out, which cancelled the attempt; headers that
+		// came at that moment have no body left to read.
+		if err == nil {
+			resp.Body.Close()
+		}
 		return nil, errUpstreamTimeout
 	}
-	if err != nil {
-		cancel(nil)
-		return nil, err
-	}
-	if resp.StatusCode == http.StatusSwitchingProtocols {
-		// The upgraded connection lives as long as the request; its body
-		// must stay the transport's own read-writer.
-		return resp, nil
-	}
-	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
-	return resp, nil
-}
-
-// cancelOnClose releases the request's context once the body is done.
-type cancelOnClose struct {
-	io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (c *cancelOnClose) Close() error {
-	err := c.ReadCloser.Close()
-	c.cancel(nil)
-	return err
+	return resp, err
 }
 
 func isRefused(err error) bool {
