@@ -41,9 +41,11 @@ var clockPool = sync.Pool{New: func() any { return &routeClock{pooled: true} }}
 // returns may have one: a request with a body may not, as the transport
 // can go on reading the body (and pausing the clock) after that.
 func newRouteClock(cancel context.CancelCauseFunc, pooled bool) *routeClock {
-	c := &routeClock{}
+	var c *routeClock
 	if pooled {
 		c = clockPool.Get().(*routeClock)
+	} else {
+		c = new(routeClock)
 	}
 	c.mu.Lock()
 	c.cancel, c.over = cancel, true

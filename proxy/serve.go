@@ -42,6 +42,9 @@ type exchange struct {
 	// upstream context cancelUpstream cancels; both nil until then.
 	clock          *routeClock
 	cancelUpstream context.CancelCauseFunc
+	// forwarded is the request as ReverseProxy gets it: r with the
+	// upstream context, kept here rather than allocated apart.
+	forwarded http.Request
 
 	// Allocated with the exchange rather than one by one: the response
 	// recorder, the single-value header slices of X-Request-Id,
@@ -136,7 +139,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(ex)
 	ex.cancelUpstream = cancel
 	ex.clock = newRouteClock(cancel, ex.body == nil)
-	rt.proxy.ServeHTTP(rec, r.WithContext(ctx))
+	ex.forwarded = *r.WithContext(ctx)
+	rt.proxy.ServeHTTP(rec, &ex.forwarded)
 }
 
 // admit applies the route's limits to r. It answers the request itself and
