@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"os/signal"
 	"syscall"
 
@@ -26,7 +25,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice demo:", err)
 		return 2
 	}
-	tuneGC(os.LookupEnv)
+	tuneGCFromEnv()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := server.Demo(ctx, server.DemoOptions{Listen: *listen, Admin: *adminAddr, Out: stdout, Log: log}); err != nil {

@@ -149,7 +149,7 @@ func runServe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice run:", err)
 		return 2
 	}
-	tuneGC(os.LookupEnv)
+	tuneGCFromEnv()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	srv, err := server.New(ctx, f.config, log, stderr)
