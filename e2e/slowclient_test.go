@@ -79,18 +79,20 @@ routes:
 	addr := hostOf(in.HTTP)
 
 	t.Run("drip before the keys", func(t *testing.T) {
-		body := `{"phone":"5550100"}`
+		body := `{"phone":"5550100","pad":"` + strings.Repeat("p", 20) + `"}`
 		head := fmt.Sprintf("POST /otp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
 		// One byte every 150 ms: each within client_body_timeout, the
-		// whole far beyond client_header_timeout.
+		// whole (6 s) far beyond client_header_timeout. The bound leaves
+		// a loaded machine room and still ends before the drip would.
 		code, took := rawExchange(t, addr, head, strings.Split(body, ""), 150*time.Millisecond)
-		if code != http.StatusRequestTimeout || took > 2*time.Second {
-			t.Errorf("got %d after %v, want 408 after about 500ms", code, took)
+		if code != http.StatusRequestTimeout || took > 4*time.Second {
+			t.Errorf("got %d after %v, want 408 after about 500ms, long before the 7 s drip ends", code, took)
 		}
 	})
 	t.Run("silent body", func(t *testing.T) {
+		// The client keeps the connection open (20 s) after "abc".
 		code, took := rawExchange(t, addr, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n", []string{"abc"}, 100*time.Millisecond)
-		if code != http.StatusRequestTimeout || took > 2*time.Second {
+		if code != http.StatusRequestTimeout || took > 4*time.Second {
 			t.Errorf("got %d after %v, want 408 after about 500ms", code, took)
 		}
 	})
