@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/bench/internal/benchnet"
 )
 
 // flags
@@ -87,13 +89,13 @@ func main() {
 		procs = append(procs, cmd)
 	}
 
-	redisAddr := freeAddr()
+	redisAddr := benchnet.FreeAddr()
 	_, port, _ := net.SplitHostPort(redisAddr)
 	startProc("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
 	waitRedis(redisAddr)
-	upAddr := freeAddr()
+	upAddr := benchnet.FreeAddr()
 	startProc(filepath.Join(*bin, "upstream"), "-addr", upAddr)
-	waitUp("http://" + upAddr + "/")
+	benchnet.WaitUp("http://" + upAddr + "/")
 
 	stores := []struct {
 		name, store, sync string
@@ -104,13 +106,13 @@ func main() {
 	}
 	var targets []target
 	for i, s := range stores {
-		addr, admin := freeAddr(), freeAddr()
+		addr, admin := benchnet.FreeAddr(), benchnet.FreeAddr()
 		cfg := filepath.Join(dir, fmt.Sprintf("sluice%d.yaml", i))
 		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(sluiceConfig, addr, admin, s.store, s.sync, "http://"+upAddr)), 0o644); err != nil {
 			log.Fatal(err)
 		}
 		startProc(filepath.Join(*bin, "sluice"), "run", "-config", cfg)
-		waitUp("http://" + admin + "/healthz")
+		benchnet.WaitUp("http://" + admin + "/healthz")
 		targets = append(targets, target{name: s.name, url: "http://" + addr + "/limited", redis: s.store != ""})
 	}
 
@@ -132,7 +134,7 @@ func main() {
 				}
 			}
 			res[t.name] = append(res[t.name], rd)
-			fmt.Fprintf(os.Stderr, "  round %d  %-22s p50 %s  p99 %s  (%d requests)\n", r+1, t.name, us(rd.p50), us(rd.p99), rd.requests)
+			fmt.Fprintf(os.Stderr, "  round %d  %-22s p50 %s  p99 %s  (%d requests)\n", r+1, t.name, benchnet.Micros(rd.p50), benchnet.Micros(rd.p99), rd.requests)
 			if rd.non200+rd.errs > 0 {
 				fmt.Fprintf(os.Stderr, "    unexpected answers: statuses %v, %d errors\n", rd.codes, rd.errs)
 			}
@@ -160,8 +162,8 @@ func main() {
 			return strconv.FormatFloat(float64(n)/float64(max(reqs, 1)), 'f', 3, 64)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2fx\t%.2fx\t%s\t%s\t%d\t\n", t.name,
-			us(p50), spread(rs, func(r round) time.Duration { return r.p50 }),
-			us(p99), spread(rs, func(r round) time.Duration { return r.p99 }),
+			benchnet.Micros(p50), spread(rs, func(r round) time.Duration { return r.p50 }),
+			benchnet.Micros(p99), spread(rs, func(r round) time.Duration { return r.p99 }),
 			float64(p50)/float64(b50), float64(p99)/float64(b99), perReq(calls), perReq(commands), non200)
 	}
 	tw.Flush()
@@ -336,34 +338,4 @@ func spread(rs []round, f func(round) time.Duration) string {
 		lo, hi = min(lo, f(r)), max(hi, f(r))
 	}
 	return strconv.FormatFloat(float64(lo)/1e3, 'f', 0, 64) + "-" + strconv.FormatFloat(float64(hi)/1e3, 'f', 0, 64)
-}
-
-// freeAddr returns a loopback address with a port nobody listens on now.
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitUp(url string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			log.Fatalf("%s did not answer: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func us(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + " µs"
 }

@@ -10,10 +10,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
-	"io"
 	"log"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +21,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/bench/internal/benchnet"
 )
 
 // flags
@@ -104,9 +103,9 @@ func main() {
 		return cmd
 	}
 
-	upAddr := freeAddr()
+	upAddr := benchnet.FreeAddr()
 	upstream := startProc(filepath.Join(bindir, "upstream"), "upstream.log", "-addr", upAddr)
-	bareAddr := freeAddr()
+	bareAddr := benchnet.FreeAddr()
 	bare := startProc(filepath.Join(bindir, "bareproxy"), "bareproxy.log", "-addr", bareAddr, "-upstream", "http://"+upAddr, "-rate", "1000000", "-burst", "1000000")
 
 	targets := []target{
@@ -114,11 +113,11 @@ func main() {
 		{name: "bare Go proxy, limit never rejects", url: "http://" + bareAddr + "/", pid: pids(bare)},
 	}
 	sluiceTargets := func(name, binary string) []target {
-		addr, admin := freeAddr(), freeAddr()
+		addr, admin := benchnet.FreeAddr(), benchnet.FreeAddr()
 		cfg := filepath.Join(dir, name+".yaml")
 		writeFile(cfg, fmt.Sprintf(sluiceConfig, addr, admin, "http://"+upAddr))
 		p := startProc(binary, name+".log", "run", "-config", cfg)
-		waitUp("http://" + admin + "/healthz")
+		benchnet.WaitUp("http://" + admin + "/healthz")
 		return []target{
 			{name: name + ", no limit", url: "http://" + addr + "/open", pid: pids(p)},
 			{name: name + ", limit never rejects", url: "http://" + addr + "/limited", pid: pids(p)},
@@ -136,7 +135,7 @@ func main() {
 		targets = append(targets, sluiceTargets("sluice "+label, abs(binary))...)
 	}
 
-	nginxAddr := freeAddr()
+	nginxAddr := benchnet.FreeAddr()
 	ndir := filepath.Join(dir, "nginx")
 	for _, d := range []string{"logs", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(ndir, d), 0o777); err != nil {
@@ -151,7 +150,7 @@ func main() {
 		target{name: "nginx, limit_req 429 every request", url: "http://" + nginxAddr + "/reject", pid: withChildren(nginx), reject: true},
 	)
 	for _, u := range []string{"http://" + upAddr + "/", "http://" + bareAddr + "/", "http://" + nginxAddr + "/limited"} {
-		waitUp(u)
+		benchnet.WaitUp(u)
 	}
 
 	stamp := time.Now().UTC().Format("20060102T150405Z")
@@ -228,7 +227,7 @@ func main() {
 		if r.expectedStatusBad {
 			flag = " (unexpected statuses!)"
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%d%s\t\n", name, r.rps, us(r.p50), us(r.p99), us(r.cpuPerReq), r.non2xx, flag)
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\t%s\t%d%s\t\n", name, r.rps, benchnet.Micros(r.p50), benchnet.Micros(r.p99), benchnet.Micros(r.cpuPerReq), r.non2xx, flag)
 	}
 	tw.Flush()
 
@@ -348,32 +347,6 @@ func writeFile(path, s string) {
 	}
 }
 
-// freeAddr returns a loopback address with a port nobody listens on now.
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitUp(url string) {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			log.Fatalf("%s did not answer: %v", url, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func pids(c *exec.Cmd) func() []int {
 	return func() []int { return []int{c.Process.Pid} }
 }
@@ -486,8 +459,4 @@ func dur(v, unit string) time.Duration {
 		return time.Duration(f * 60e9)
 	}
 	return 0
-}
-
-func us(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/1e3, 'f', 0, 64) + " µs"
 }
