@@ -46,3 +46,18 @@ local function cretry(cur, prev, el, wn, target)
   end
   return ceilmicro(wait)
 end
+
+-- swc_roll moves a sliding_window_counter's windows on to the one that
+-- holds now and returns them with the time elapsed in it (ns, below the
+-- window) and the previous window's weight, as ratelimit's counter step.
+local function swc_roll(st, cur, prev, now, w)
+  local start = wstart(now, w)
+  if start == st + w then
+    st, cur, prev = start, 0, cur
+  elseif start > st then
+    st, cur, prev = start, 0, 0
+  end
+  local wn = w * 1000
+  local el = math.min(math.max(now - st, 0) * 1000, wn - 1)
+  return st, cur, prev, el, wn, prev * (wn - el) / wn
+end

@@ -106,15 +106,8 @@ end
 
 local function swc_step(p, st, cur, prev, now, n)
   local w = p.w
-  local start = wstart(now, w)
-  if start == st + w then
-    st, cur, prev = start, 0, cur
-  elseif start > st then
-    st, cur, prev = start, 0, 0
-  end
-  local wn = w * 1000
-  local el = math.min(math.max(now - st, 0) * 1000, wn - 1)
-  local weight = prev * (wn - el) / wn
+  local el, wn, weight
+  st, cur, prev, el, wn, weight = swc_roll(st, cur, prev, now, w)
   if n > 0 and cur + weight >= p.limit then
     return st, cur, prev, {0, 0, cretry(cur, prev, el, wn, p.limit), creset(st, cur, prev, now, w), 0, st}
   end

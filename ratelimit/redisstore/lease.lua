@@ -86,15 +86,8 @@ if alg == 5 then
       prev = math.max(prev - back, 0)
     end
   end
-  local start = wstart(now, w)
-  if start == st + w then
-    st, cur, prev = start, 0, cur
-  elseif start > st then
-    st, cur, prev = start, 0, 0
-  end
-  local wn = w * 1000
-  local el = math.min(math.max(now - st, 0) * 1000, wn - 1)
-  local weight = prev * (wn - el) / wn
+  local el, wn, weight
+  st, cur, prev, el, wn, weight = swc_roll(st, cur, prev, now, w)
   -- As the per-request step: a unit is admitted while cur + weight <
   -- limit, so ceil(limit - cur - weight) of them fit. The weight only
   -- falls until the window ends, which is when the grant must be spent.
