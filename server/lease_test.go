@@ -18,23 +18,8 @@ import (
 // metrics count them.
 func TestLeasedPolicyThroughTheGateway(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	t.Cleanup(up.Close)
-	const cfg = `listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-store:
-  type: redis
-  redis: {addresses: ["%s"], timeout: 1s}
-policies:
-  global:
-    {algorithm: fixed_window, limit: 500, window: 1h, key: [global], sync: lease}
-routes:
-  - name: r
-    upstream: %s
-    limits: [global]
-`
-	r := serve(t, fmt.Sprintf(cfg, srv.Addr(), up.URL))
+	srv, up := leaseParts(t)
+	r := serve(t, leasedConfig(srv, up, 500))
 	codes := map[int]int{}
 	for range 800 {
 		code, _, _ := get(t, r.url("http")+"/", "")
@@ -58,23 +43,8 @@ routes:
 // reload that changes the policy starts from a fresh bucket.
 func TestLeaseGivenBackOnShutdown(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	t.Cleanup(up.Close)
-	const cfg = `listen: 127.0.0.1:0
-admin: 127.0.0.1:0
-store:
-  type: redis
-  redis: {addresses: ["%s"], timeout: 1s}
-policies:
-  global:
-    {algorithm: fixed_window, limit: %d, window: 1h, key: [global], sync: lease}
-routes:
-  - name: r
-    upstream: %s
-    limits: [global]
-`
-	r := serve(t, fmt.Sprintf(cfg, srv.Addr(), 100_000, up.URL))
+	srv, up := leaseParts(t)
+	r := serve(t, leasedConfig(srv, up, 100_000))
 	for range 300 {
 		if code, _, _ := get(t, r.url("http")+"/", ""); code != http.StatusOK {
 			t.Fatalf("GET: got %d, want 200", code)
@@ -96,7 +66,7 @@ routes:
 		t.Fatalf("Redis counts %d while serving, want more than the 300 admitted (the lease holds the rest)", got)
 	}
 	// A reload to another limit gets a bucket of its own: 5 admitted of 10.
-	writeFile(t, r.path, fmt.Sprintf(cfg, srv.Addr(), 5, up.URL))
+	writeFile(t, r.path, leasedConfig(srv, up, 5))
 	if err := r.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +83,33 @@ routes:
 	if got := counted(); got != 305 {
 		t.Errorf("Redis counts %d after shutdown, want the 305 admitted over both buckets", got)
 	}
+}
+
+// leaseParts starts a redis-server and an upstream that answers 200.
+func leaseParts(t *testing.T) (*redistest.Server, *httptest.Server) {
+	t.Helper()
+	srv := redistest.Start(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	return srv, up
+}
+
+// leasedConfig is a gateway on srv whose one route to up has a global
+// fixed_window of limit per hour with sync: lease.
+func leasedConfig(srv *redistest.Server, up *httptest.Server, limit int) string {
+	return fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+store:
+  type: redis
+  redis: {addresses: ["%s"], timeout: 1s}
+policies:
+  global:
+    {algorithm: fixed_window, limit: %d, window: 1h, key: [global], sync: lease}
+routes:
+  - name: r
+    upstream: %s
+    limits: [global]
+`, srv.Addr(), limit, up.URL)
 }
 
 // metricValue returns the value of the series named exactly by series.
