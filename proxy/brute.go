@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -119,10 +120,14 @@ func (rt *route) countAdmitted(reqs []ratelimit.Request, ds []ratelimit.Decision
 	}
 }
 
-// armRefund makes the request's answer give back, once its status is
-// known and is not one count_status lists, the units its count_status
-// limits took. A client that went away first keeps them spent: its
-// guess got an answer, or made the upstream work, all the same.
+// armRefund makes the request's answer settle the units its count_status
+// limits took: once its status is known and is not one count_status
+// lists, they are given back (Store.Refund) before the client has the
+// answer, so that its next request finds them. The others are kept
+// (Store.Keep, which ends a token_bucket's hold) when the exchange ends,
+// off the answer's path: counted statuses, and every unit of a client
+// that went away first, whose guess got an answer, or made the upstream
+// work, all the same.
 func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Request, ex *exchange, reqs []ratelimit.Request, ds []ratelimit.Decision, m *matched) {
 	var idx []int
 	for i, l := range rt.r.Limits {
@@ -132,6 +137,11 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 	}
 	if len(idx) == 0 {
 		return
+	}
+	for _, i := range idx {
+		if ds[i].Ticket.Hold != 0 {
+			ex.held = append(ex.held, i)
+		}
 	}
 	rec.onStatus = func(code int) {
 		if r.Context().Err() != nil {
@@ -151,6 +161,8 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 		for j, i := range give {
 			sub[j], subd[j] = reqs[i], ds[i]
 		}
+		// Given back or not, the units are settled: none is kept later.
+		ex.held = slices.DeleteFunc(ex.held, func(i int) bool { return slices.Contains(give, i) })
 		if err := s.store.Refund(context.WithoutCancel(r.Context()), g.clock.Now(), sub, subd); err != nil {
 			g.log.Warn("giving back rate limit units", "route", rt.r.Name, "request_id", ex.id, "err", err)
 			return
@@ -158,5 +170,23 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 		for _, i := range give {
 			rt.metrics.Refund(i)
 		}
+	}
+}
+
+// keepHeld keeps the units of the exchange's decisions that are still
+// held, once its answer is over; each is settled once.
+func (g *Gateway) keepHeld(s *snapshot, rt *route, r *http.Request, ex *exchange) {
+	if len(ex.held) == 0 || ex.decisions == nil {
+		return
+	}
+	dc := ex.decisions
+	sub := make([]ratelimit.Request, len(ex.held))
+	subd := make([]ratelimit.Decision, len(ex.held))
+	for j, i := range ex.held {
+		sub[j], subd[j] = dc.reqs[i], dc.ds[i]
+	}
+	ex.held = nil
+	if err := s.store.Keep(context.WithoutCancel(r.Context()), g.clock.Now(), sub, subd); err != nil {
+		g.log.Warn("keeping rate limit units", "route", rt.r.Name, "request_id", ex.id, "err", err)
 	}
 }

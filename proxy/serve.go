@@ -38,6 +38,7 @@ type exchange struct {
 	bodyErr     error       // what the client got wrong sending the body
 	waited      time.Duration
 	decisions   *decisions // pooled; released when the request is finished
+	held        []int      // limits whose held units the exchange's end keeps (see armRefund)
 	// clock times the upstream's answer to a forwarded request, whose
 	// upstream context cancelUpstream cancels; both nil until then.
 	clock          *routeClock
@@ -92,6 +93,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
+				// The answer was cut short: what it holds stays spent.
+				g.keepHeld(s, rt, r, ex)
 				panic(v)
 			}
 			g.log.Error("panic serving request", "request_id", ex.id, "panic", fmt.Sprint(v))
@@ -365,6 +368,7 @@ func (b *replayBody) Close() error { return b.orig.Close() }
 // finish records the request in metrics and the access log.
 func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request, ex *exchange, start time.Time) {
 	ex.body.settle()
+	g.keepHeld(s, rt, r, ex)
 	if ex.clock != nil {
 		ex.clock.release()
 		ex.cancelUpstream(nil)

@@ -47,6 +47,10 @@ type Ticket struct {
 	// counted in, the time its log entry carries, or a leaky_bucket
 	// request's departure.
 	At int64
+	// Hold is the store's mark of a held token_bucket unit (a Hold
+	// policy's), 0 when the unit is not held: Refund and Keep must end
+	// the hold. Stores that expire holds tell their generations apart.
+	Hold int64
 }
 
 // Request names one bucket: a policy and the consumer's key values.
@@ -76,10 +80,17 @@ type Store interface {
 	// Refund gives back, at now, the units that the admitted decisions ds
 	// took from the buckets of reqs (ds[i] from reqs[i]): each bucket is
 	// left as if its request had not been counted, as far as that unit
-	// still counts (see RefundTokenBucket and the other Refund steps). A
-	// decision with a zero Ticket is skipped. The error is non-nil only
-	// when the store failed.
+	// still counts (see SettleTokenBucket, RefundTokenBucket and the
+	// other Refund steps). A decision with a zero Ticket is skipped. The
+	// error is non-nil only when the store failed.
 	Refund(ctx context.Context, now time.Time, reqs []Request, ds []Decision) error
+	// Keep ends, at now, the hold on the units that the admitted
+	// decisions ds took from the buckets of reqs: they stay spent, and a
+	// token starts to refill (see SettleTokenBucket). Every held unit
+	// must be refunded or kept once; a decision whose Ticket holds
+	// nothing is skipped. The error is non-nil only when the store
+	// failed.
+	Keep(ctx context.Context, now time.Time, reqs []Request, ds []Decision) error
 	// Reset makes r's bucket fresh and lifts its block.
 	Reset(ctx context.Context, r Request) error
 	// Close releases the store's resources and stops its background work.

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -44,9 +45,9 @@ type MemoryOptions struct {
 // decision only marks its bucket used, and a hand walking the shard's
 // buckets clears marks until it finds an unmarked one, which goes. Unlike
 // a least-recently-used list this touches no other bucket on the hot
-// path. Buckets with requests in Wait are never evicted. A live bucket
-// that goes is noted in the shard's record of evicted buckets, and comes
-// back no fuller than it left.
+// path. Buckets with requests in Wait, or with held tokens, are never
+// evicted. A live bucket that goes is noted in the shard's record of
+// evicted buckets, and comes back no fuller than it left.
 //
 // It is safe for concurrent use. Create it with NewMemoryStore and stop it
 // with Close.
@@ -316,9 +317,22 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 
 // Refund implements Store.
 func (m *MemoryStore) Refund(_ context.Context, now time.Time, reqs []Request, ds []Decision) error {
+	m.settle(now, reqs, ds, true)
+	return nil
+}
+
+// Keep implements Store.
+func (m *MemoryStore) Keep(_ context.Context, now time.Time, reqs []Request, ds []Decision) error {
+	m.settle(now, reqs, ds, false)
+	return nil
+}
+
+// settle refunds, or keeps, the units of the admitted decisions ds. Only
+// held units are kept; a unit not held is spent already.
+func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refund bool) {
 	t := now.UnixNano()
 	for i, r := range reqs {
-		if !ds[i].Allowed || ds[i].Ticket.Store != memoryTicket {
+		if !ds[i].Allowed || ds[i].Ticket.Store != memoryTicket || !refund && ds[i].Ticket.Hold == 0 {
 			continue
 		}
 		h := m.hash(r.Policy, r.Key)
@@ -328,13 +342,12 @@ func (m *MemoryStore) Refund(_ context.Context, now time.Time, reqs []Request, d
 		// holds nothing of this unit.
 		if e := s.find(h, r.Policy, r.Key); e != nil {
 			if e.pol.Settings() == r.Policy.Settings() {
-				e.refundLocked(r.Policy, t, ds[i].Ticket.At)
+				e.settleLocked(r.Policy, t, ds[i].Ticket, refund)
 			}
 			e.unlock(false)
 		}
 		s.mu.Unlock()
 	}
-	return nil
 }
 
 // Reset implements Store. Requests already waiting in a leaky_bucket's
@@ -491,7 +504,12 @@ func (e *entry) idleAt() int64 {
 // budgetIdleAt is idleAt without the block.
 func (e *entry) budgetIdleAt() int64 {
 	switch e.pol.Algorithm {
-	case TokenBucket, LeakyBucket:
+	case TokenBucket:
+		if e.s[1] > 0 {
+			return math.MaxInt64 // held tokens refill only once settled
+		}
+		return e.s[0]
+	case LeakyBucket:
 		return e.s[0]
 	case FixedWindow:
 		if e.s[1] == 0 {
@@ -551,6 +569,11 @@ func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
 func (e *entry) ticketLocked(p *Policy, d *Decision) {
 	d.Ticket.Store = memoryTicket
 	switch p.Algorithm {
+	case TokenBucket:
+		d.Ticket.At = e.s[0]
+		if p.Hold {
+			d.Ticket.Hold = 1
+		}
 	case SlidingWindowLog:
 		if l := e.logLocked(); l.n > 0 {
 			d.Ticket.At = l.newest()
@@ -565,18 +588,25 @@ func (e *entry) ticketLocked(p *Policy, d *Decision) {
 // memoryTicket is Ticket.Store of a MemoryStore.
 const memoryTicket = 1
 
-// refundLocked gives back the unit of ticket at now (see Store.Refund).
-func (e *entry) refundLocked(p *Policy, now, at int64) {
-	switch p.Algorithm {
-	case TokenBucket:
-		e.s[0] = RefundTokenBucket(p, TokenBucketState{e.s[0]}, now).TAT
-	case FixedWindow:
+// settleLocked refunds, or keeps, the unit of ticket at now (see
+// Store.Refund and Store.Keep).
+func (e *entry) settleLocked(p *Policy, now int64, ticket Ticket, refund bool) {
+	at := ticket.At
+	switch {
+	case p.Algorithm == TokenBucket && ticket.Hold != 0:
+		s := SettleTokenBucket(p, TokenBucketState{e.s[0], e.s[1]}, now, refund)
+		e.s[0], e.s[1] = s.TAT, s.Held
+	case !refund:
+	case p.Algorithm == TokenBucket:
+		s := RefundTokenBucket(p, TokenBucketState{e.s[0], e.s[1]}, now)
+		e.s[0], e.s[1] = s.TAT, s.Held
+	case p.Algorithm == FixedWindow:
 		s := RefundFixedWindow(FixedWindowState{e.s[0], e.s[1]}, at)
 		e.s[0], e.s[1] = s.Start, s.Count
-	case SlidingWindowCounter:
+	case p.Algorithm == SlidingWindowCounter:
 		s := RefundSlidingWindowCounter(p, SlidingWindowCounterState{e.s[0], e.s[1], e.s[2]}, at)
 		e.s[0], e.s[1], e.s[2] = s.Start, s.Cur, s.Prev
-	case SlidingWindowLog:
+	case p.Algorithm == SlidingWindowLog:
 		RefundSlidingWindowLog(e.logLocked(), at)
 	}
 }
@@ -586,8 +616,8 @@ func (e *entry) stepInto(p *Policy, now int64, d *Decision) {
 	switch p.Algorithm {
 	case TokenBucket:
 		var s TokenBucketState
-		s, *d = StepTokenBucket(p, TokenBucketState{e.s[0]}, now, 1)
-		e.s[0] = s.TAT
+		s, *d = StepTokenBucket(p, TokenBucketState{e.s[0], e.s[1]}, now, 1)
+		e.s[0], e.s[1] = s.TAT, s.Held
 	case LeakyBucket:
 		var s LeakyBucketState
 		s, *d = StepLeakyBucket(p, LeakyBucketState{e.s[0]}, now, 1)
@@ -616,7 +646,12 @@ func (e *entry) stepInto(p *Policy, now int64, d *Decision) {
 // request another limit rejected.
 func (e *entry) undoLocked(p *Policy) {
 	switch p.Algorithm {
-	case TokenBucket, LeakyBucket:
+	case TokenBucket:
+		e.s[0] -= p.interval
+		if p.Hold {
+			e.s[1]--
+		}
+	case LeakyBucket:
 		e.s[0] -= p.interval
 	case FixedWindow, SlidingWindowCounter:
 		e.s[1]--
@@ -633,7 +668,7 @@ func (e *entry) peekLocked(p *Policy, now int64) Decision {
 	var d Decision
 	switch p.Algorithm {
 	case TokenBucket:
-		_, d = StepTokenBucket(p, TokenBucketState{e.s[0]}, now, 0)
+		_, d = StepTokenBucket(p, TokenBucketState{e.s[0], e.s[1]}, now, 0)
 	case LeakyBucket:
 		_, d = StepLeakyBucket(p, LeakyBucketState{e.s[0]}, now, 0)
 	case FixedWindow:

@@ -435,3 +435,42 @@ func TestTableKeepsEveryBucket(t *testing.T) {
 		t.Errorf("refilled shard: got the bucket lost or noBuckets written, want a table of its own")
 	}
 }
+
+// TestHeldBucketsStay: a bucket with held tokens (Policy.Hold) is neither
+// swept nor evicted, however long its request takes: held tokens do not
+// refill, and a bucket made again would have forgotten them.
+func TestHeldBucketsStay(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{MaxKeys: 8, SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "held", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true})
+	r := Request{Policy: p, Key: "held"}
+	out := make([]Decision, 1)
+	if err := m.Decide(context.Background(), t0, []Request{r}, out); err != nil || !out[0].Allowed {
+		t.Fatalf("got %+v, %v; want admitted", out[0], err)
+	}
+	held := out[0]
+	later := t0.Add(time.Hour)
+	if got := m.Sweep(later); got != 0 {
+		t.Errorf("sweep an hour on: got %d removed, want 0", got)
+	}
+	// A flood of buckets that hold nothing: each kept at once.
+	for i := range 100 {
+		f := Request{Policy: p, Key: "flood" + strconv.Itoa(i)}
+		if err := m.Decide(context.Background(), later, []Request{f}, out); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Keep(context.Background(), later, []Request{f}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, _ := m.Peek(context.Background(), later, r); d.Remaining != 1 {
+		t.Errorf("after a flood an hour on: got remaining %d, want 1 (the token is still held)", d.Remaining)
+	}
+	if err := m.Keep(context.Background(), later, []Request{r}, []Decision{held}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := m.Peek(context.Background(), later.Add(30*time.Second), r); d.Remaining != 2 {
+		t.Errorf("30s after it was kept: got remaining %d, want 2", d.Remaining)
+	}
+}

@@ -84,6 +84,13 @@ type Policy struct {
 	// SyncLease spends batches leased from Redis locally. The memory
 	// store ignores it.
 	Sync Sync
+	// Hold makes every unit an admitted request takes wait for its
+	// outcome: the caller ends it with Store.Refund (the request should
+	// not count) or Store.Keep (it does). count_status policies hold. Of
+	// the algorithms only token_bucket keeps held units apart (see
+	// TokenBucketState); the others' refunds are exact without. It is not
+	// part of Settings: each Ticket says whether its unit is held.
+	Hold bool
 	// MaxKeys bounds the policy's buckets in the memory store, apart from
 	// every other policy's; 0 takes the store's MemoryOptions.MaxKeys. It
 	// is not part of Settings: a reload that changes it keeps the buckets.

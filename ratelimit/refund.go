@@ -9,12 +9,39 @@ import "time"
 // counted, as far as its unit still counts. Like the decision steps they
 // touch nothing else, so every store and Redis script mirrors them.
 
-// RefundTokenBucket returns one token to the bucket at now; a bucket never
-// holds more than Burst. This is the bucket without the request whenever
-// no decision since found the bucket full: each then moved TAT by exactly
-// its own cost. One that found it full (a burst after idle) lost refill
-// to the cap that the returned token now makes good, by less than one
-// token.
+// SettleTokenBucket ends the hold on one token that a Hold policy's
+// request took, at now: refund gives it back, otherwise it stays spent and
+// starts to refill from now. Either way the bucket is first brought to
+// the level the hold kept it at (TAT at least now + Held x Interval), so
+// the refill the held tokens were denied is never made good later.
+//
+// That makes a refund exact: the bucket is left as if the request had
+// never been counted, however many requests came and went meanwhile,
+// because a held token never refilled, so nothing was lost to the cap at
+// Burst that returning it would have to undo. A token kept starts to
+// refill when its answer comes back rather than when it was taken, later
+// by the upstream's answer time: a counted request is never cheaper than
+// it was. A bucket that holds nothing (it was reset, or made afresh for
+// new settings) is left as it is.
+func SettleTokenBucket(p *Policy, s TokenBucketState, now int64, refund bool) TokenBucketState {
+	if s.Held <= 0 {
+		return s
+	}
+	s.TAT = max(s.TAT, now+s.Held*p.interval)
+	s.Held--
+	if refund {
+		s.TAT -= p.interval
+	}
+	return s
+}
+
+// RefundTokenBucket returns one token that was not held to the bucket at
+// now; a bucket never holds more than Burst. This is the bucket without
+// the request whenever no decision since found the bucket within a token
+// of full: each then moved TAT by exactly its own cost. One that did
+// lost refill to the cap, which the returned token now makes good, by up
+// to one token per refund. Hold policies, which count_status makes, are
+// settled exactly with SettleTokenBucket instead.
 func RefundTokenBucket(p *Policy, s TokenBucketState, now int64) TokenBucketState {
 	if s.TAT > now {
 		s.TAT = max(s.TAT-p.interval, now)

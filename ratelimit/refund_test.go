@@ -66,11 +66,57 @@ func TestRefundSteps(t *testing.T) {
 	for _, tc := range tbCases {
 		t.Run("token_bucket/"+tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := RefundTokenBucket(tb, TokenBucketState{tc.tat}, tc.now).TAT; got != tc.want {
+			if got := RefundTokenBucket(tb, TokenBucketState{TAT: tc.tat}, tc.now).TAT; got != tc.want {
 				t.Errorf("got TAT %v, want %v", time.Duration(got-start), time.Duration(tc.want-start))
 			}
 		})
 	}
+
+	held := MustPolicy(Policy{Name: "held", Algorithm: TokenBucket, Limit: 5, Window: 10 * time.Second, Hold: true})
+	settleCases := []struct {
+		name   string
+		s      TokenBucketState
+		now    int64
+		refund bool
+		want   TokenBucketState
+	}{
+		// One held token, taken at start from a full bucket (TAT start+2s).
+		{"refund at once", TokenBucketState{start + 2*sec, 1}, start, true, TokenBucketState{start, 0}},
+		{"keep at once", TokenBucketState{start + 2*sec, 1}, start, false, TokenBucketState{start + 2*sec, 0}},
+		// Held 5s: it did not refill, so a keep starts its refill now and
+		// a refund leaves the bucket full.
+		{"refund after 5s", TokenBucketState{start + 2*sec, 1}, start + 5*sec, true, TokenBucketState{start + 5*sec, 0}},
+		{"keep after 5s", TokenBucketState{start + 2*sec, 1}, start + 5*sec, false, TokenBucketState{start + 7*sec, 0}},
+		// Two held and one spent 4s of refill ago (TAT start+6s): the
+		// refill stays below the held ones.
+		{"refund beside another hold", TokenBucketState{start + 6*sec, 2}, start + 4*sec, true, TokenBucketState{start + 6*sec, 1}},
+		{"keep beside another hold", TokenBucketState{start + 6*sec, 2}, start + 4*sec, false, TokenBucketState{start + 8*sec, 1}},
+		{"refund with spent tokens left", TokenBucketState{start + 10*sec, 1}, start + sec, true, TokenBucketState{start + 8*sec, 0}},
+		{"nothing held", TokenBucketState{start + 2*sec, 0}, start, true, TokenBucketState{start + 2*sec, 0}},
+	}
+	for _, tc := range settleCases {
+		t.Run("settle token_bucket/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := SettleTokenBucket(held, tc.s, tc.now, tc.refund); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	t.Run("step token_bucket/held tokens do not refill", func(t *testing.T) {
+		t.Parallel()
+		// Taken at start and held: 10s later a plain bucket is full
+		// again, a held one still lacks the token.
+		s, d := StepTokenBucket(held, TokenBucketState{}, start, 1)
+		if !d.Allowed || s != (TokenBucketState{start + 2*sec, 1}) {
+			t.Fatalf("take: got %+v %+v, want admitted with TAT +2s and one held", s, d)
+		}
+		if _, d = StepTokenBucket(held, s, start+10*sec, 0); d.Remaining != 4 || d.Reset != 2*time.Second {
+			t.Errorf("held for 10s: got remaining %d reset %v, want 4 and 2s", d.Remaining, d.Reset)
+		}
+		if _, d = StepTokenBucket(tb, TokenBucketState{TAT: s.TAT}, start+10*sec, 0); d.Remaining != 5 {
+			t.Errorf("not held: got remaining %d, want 5", d.Remaining)
+		}
+	})
 
 	logCases := []struct {
 		name  string

@@ -10,16 +10,22 @@ import "time"
 // TokenBucketState is the state of a token bucket kept as its theoretical
 // arrival time (GCRA): the bucket is full once now reaches TAT. The zero
 // value is a full bucket.
+//
+// Held counts tokens taken by requests of a Hold policy whose outcome is
+// not known yet (see SettleTokenBucket). A held token does not refill: the
+// bucket never rises above Burst - Held, as if TAT were at least now +
+// Held x Interval. That is what makes a give-back exact.
 type TokenBucketState struct {
-	TAT int64 // Unix ns
+	TAT  int64 // Unix ns
+	Held int64
 }
 
 // StepTokenBucket takes n tokens from a bucket of capacity Burst refilled at
-// Limit per Window.
+// Limit per Window. Under a Hold policy the tokens it takes are held.
 func StepTokenBucket(p *Policy, s TokenBucketState, now, n int64) (TokenBucketState, Decision) {
 	t := p.interval
 	capacity := p.Burst * t // the bucket's depth in nanoseconds of refill
-	tat := max(s.TAT, now)
+	tat := max(s.TAT, now+s.Held*t)
 	newTAT := tat + n*t
 	d := Decision{Limit: p.Limit}
 	if newTAT-now > capacity {
@@ -42,7 +48,11 @@ func StepTokenBucket(p *Policy, s TokenBucketState, now, n int64) (TokenBucketSt
 			d.RetryAfter = time.Duration(t)
 		}
 	}
-	return TokenBucketState{TAT: newTAT}, d
+	s.TAT = newTAT
+	if p.Hold {
+		s.Held += n
+	}
+	return s, d
 }
 
 // LeakyBucketState is the state of a leaky bucket kept as a virtual FIFO:

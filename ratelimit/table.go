@@ -97,6 +97,12 @@ func (e *entry) logLocked() *SlidingLogState { return &e.ext.log }
 // waitedLocked reports whether requests wait in Wait on the bucket.
 func (e *entry) waitedLocked() bool { return e.ext != nil && e.ext.wq.head != nil }
 
+// pinnedLocked reports whether the bucket must stay: requests wait on it,
+// or hold tokens of it (Policy.Hold) that are not settled yet.
+func (e *entry) pinnedLocked() bool {
+	return e.waitedLocked() || e.pol.Algorithm == TokenBucket && e.s[1] > 0
+}
+
 // table is a shard's open-addressing table with linear probing, at most
 // seven eighths full. A probe reads marks, a compact array of the buckets'
 // hashes' high halves, and touches a bucket only when its mark matches: a
@@ -358,7 +364,7 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 			atomic.CompareAndSwapUint64(&e.tag, tag, tag|lockBit) {
 			idle := e.idleAt()
 			switch {
-			case e.waitedLocked():
+			case e.pinnedLocked():
 				e.unlock(false)
 			case idle <= now:
 				s.removeLocked(s.hand)
@@ -393,7 +399,7 @@ func (s *memShard) removeIdleLocked(at, n int, now int64, keep []uint64) (next, 
 		switch {
 		case !e.tryLock():
 			at++
-		case !e.waitedLocked() && e.idleAt() <= now &&
+		case !e.pinnedLocked() && e.idleAt() <= now &&
 			!slices.Contains(keep, atomic.LoadUint64(&e.tag)&hashMask):
 			s.removeLocked(at)
 			removed++

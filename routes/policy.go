@@ -143,6 +143,13 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		d.errorf(maxWait.n, field(path, "max_wait"), "must be > 0; leave it out for the default, queue x interval, or set queue: 0 to reject whatever cannot leave at once")
 		skip["max_wait"] = true
 	}
+	// A count_status policy holds its units until the answer settles
+	// them (ratelimit.Policy.Hold); its overrides, made from p, do too.
+	var countStatus *StatusSet
+	if !skip["algorithm"] {
+		countStatus = d.countStatus(m, path, p.Algorithm)
+	}
+	p.Hold = countStatus != nil
 	pol, err := ratelimit.NewPolicy(p)
 	for _, e := range unjoin(err) {
 		f, msg, _ := strings.Cut(e.Error(), ": ")
@@ -155,10 +162,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		d.errorf(orNode(nodes[f], n), field(path, f), "%s", msg)
 	}
 
-	def := &policyDef{pol: pol, node: n}
-	if !skip["algorithm"] {
-		def.countStatus = d.countStatus(m, path, p.Algorithm)
-	}
+	def := &policyDef{pol: pol, node: n, countStatus: countStatus}
 	def.overrides = d.overrides(m["overrides"].val, field(path, "overrides"), p, pol != nil)
 	kp := field(path, "key")
 	var texts []string

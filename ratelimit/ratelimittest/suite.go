@@ -44,6 +44,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("Settings", func(t *testing.T) { runSettings(t, open) })
 	t.Run("Wait", func(t *testing.T) { runWait(t, open) })
 	t.Run("Refund", func(t *testing.T) { runRefund(t, open) })
+	t.Run("Hold", func(t *testing.T) { runHold(t, open) })
 	t.Run("Block", func(t *testing.T) { runBlock(t, open) })
 	t.Run("Reset", func(t *testing.T) { runReset(t, open) })
 }

@@ -34,10 +34,11 @@ const (
 	modeJudge  = "j"
 	modeUndo   = "u"
 	modeRefund = "r"
+	modeKeep   = "k"
 )
 
 // fieldsPerLimit is the number of reply integers per limit.
-const fieldsPerLimit = 7
+const fieldsPerLimit = 8
 
 // redisTicket is ratelimit.Ticket.Store of a unit this store took in
 // Redis; units its Fallback took carry the fallback's own.
@@ -151,7 +152,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r ratelimit.Request) (r
 // decideOnce runs decide.lua once over reqs, whose keys must share a slot
 // in cluster mode, and returns the server's decision time in us.
 func (s *Store) decideOnce(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, mode string) (int64, error) {
-	keys, args := s.call(now, reqs, mode, s.token(), "", nil)
+	keys, args := s.call(now, reqs, mode, s.token(), "", nil, nil)
 	return s.run(ctx, c, decideScript, keys, args, now, reqs, out, nil)
 }
 
@@ -168,10 +169,12 @@ func (s *Store) tailToken(now time.Time) string {
 
 // call builds the keys and arguments of one decide.lua call. undo, when
 // not nil, names what to give back per limit (mode "u", for a decision at
-// undoAt in us); see appendParams.
-func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []string) (keys, args []string) {
+// undoAt in us; modes "r" and "k", the units to settle). held, when not
+// nil, says per limit whether the unit to settle was held; otherwise each
+// policy's Hold does. See appendParams.
+func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []string, held []bool) (keys, args []string) {
 	keys = make([]string, len(reqs))
-	args = make([]string, 6, 6+9*len(reqs))
+	args = make([]string, 6, 6+10*len(reqs))
 	if s.o.CallerTime {
 		args[0] = strconv.FormatInt(now.UnixMicro(), 10)
 	}
@@ -186,7 +189,11 @@ func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoA
 		if undo != nil {
 			u = undo[i]
 		}
-		args = appendParams(args, r, u)
+		hold := r.Policy.Hold
+		if held != nil {
+			hold = held[i]
+		}
+		args = appendParams(args, r, u, hold)
 	}
 	return keys, args
 }
@@ -234,7 +241,7 @@ func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, 
 				d.Ticket = ratelimit.Ticket{Store: redisTicket, At: now.UnixNano()}
 			}
 		case f[5] != 0:
-			d.Ticket = ratelimit.Ticket{Store: redisTicket, At: f[5]}
+			d.Ticket = ratelimit.Ticket{Store: redisTicket, At: f[5], Hold: f[7]}
 		}
 		if d.Delay > 0 {
 			d.Departure = now.Add(d.Delay)
@@ -283,19 +290,41 @@ func (s *Store) peekDegraded(ctx context.Context, now time.Time, r ratelimit.Req
 // this store took in Redis (one per slot in cluster mode), against the
 // server's clock as decisions are; units its Fallback took go back to the
 // Fallback, and units spent from a lease go back to the lease while it
-// still holds them as counted (see refundLease). While Redis is unreachable the units it took stay taken, and
-// the error wraps ErrUnavailable.
+// still holds them as counted (see refundLease). While Redis is
+// unreachable the units it took stay taken, and the error wraps
+// ErrUnavailable.
 func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Request, ds []ratelimit.Decision) error {
+	return s.settle(ctx, now, reqs, ds, true)
+}
+
+// Keep implements ratelimit.Store as Refund does, for the held units of
+// ds: one script call ends their holds in Redis. While Redis is
+// unreachable the holds stay until they run out (see decide.lua), which
+// holds the buckets lower, never higher.
+func (s *Store) Keep(ctx context.Context, now time.Time, reqs []ratelimit.Request, ds []ratelimit.Decision) error {
+	return s.settle(ctx, now, reqs, ds, false)
+}
+
+// settle refunds, or keeps, the units of ds; see Refund and Keep.
+func (s *Store) settle(ctx context.Context, now time.Time, reqs []ratelimit.Request, ds []ratelimit.Decision, refund bool) error {
 	var mine []int
 	for i := range ds {
 		switch {
 		case !ds[i].Allowed || ds[i].Ticket.Store == 0:
+		case !refund && ds[i].Ticket.Hold == 0:
+			// Not held: spent already.
 		case ds[i].Ticket.Store == leaseTicket:
-			s.refundLease(now, reqs[i], ds[i])
+			s.settleLease(now, reqs[i], ds[i], refund)
 		case ds[i].Ticket.Store == redisTicket:
 			mine = append(mine, i)
 		case s.fallback != nil:
-			if err := s.fallback.Refund(ctx, now, reqs[i:i+1], ds[i:i+1]); err != nil {
+			var err error
+			if refund {
+				err = s.fallback.Refund(ctx, now, reqs[i:i+1], ds[i:i+1])
+			} else {
+				err = s.fallback.Keep(ctx, now, reqs[i:i+1], ds[i:i+1])
+			}
+			if err != nil {
 				return err
 			}
 		}
@@ -303,9 +332,13 @@ func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 	if len(mine) == 0 {
 		return nil
 	}
+	what, mode := "giving back", modeRefund
+	if !refund {
+		what, mode = "keeping", modeKeep
+	}
 	c := s.client.Load()
 	if c == nil || s.br.open.Load() {
-		return fmt.Errorf("giving back %d units: %w", len(mine), ErrUnavailable)
+		return fmt.Errorf("%s %d units: %w", what, len(mine), ErrUnavailable)
 	}
 	// Keys of one script call must share a slot; in cluster mode each
 	// limit's keys do, so each limit gets its own call.
@@ -319,11 +352,16 @@ func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 	for _, g := range groups {
 		sub := make([]ratelimit.Request, len(g))
 		undo := make([]string, len(g))
+		held := make([]bool, len(g))
 		for j, i := range g {
 			sub[j] = reqs[i]
-			undo[j] = formatInt(ds[i].Ticket.At)
+			t := ds[i].Ticket
+			undo[j], held[j] = formatInt(t.At), t.Hold != 0
+			if held[j] {
+				undo[j] = formatInt(t.Hold)
+			}
 		}
-		keys, args := s.call(now, sub, modeRefund, s.token(), "", undo)
+		keys, args := s.call(now, sub, mode, s.token(), "", undo, held)
 		tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 		_, err := s.run(tctx, *c, decideScript, keys, args, now, sub, make([]ratelimit.Decision, len(g)), nil)
 		cancel()
@@ -331,7 +369,7 @@ func (s *Store) Refund(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 			if ctx.Err() == nil {
 				s.br.failed(err, false)
 			}
-			return fmt.Errorf("giving back units of %s: %w", sub[0].Policy.Name, err)
+			return fmt.Errorf("%s units of %s: %w", what, sub[0].Policy.Name, err)
 		}
 		s.br.succeeded()
 	}
@@ -359,7 +397,7 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 		// leases still run out (to the window's end, or their TTL).
 		if l := s.leases.drop(k); l != nil {
 			l.mu.Lock()
-			l.gone, l.units, l.back, l.spent = true, 0, 0, 0
+			l.gone, l.units, l.back, l.spent, l.held = true, 0, 0, 0, 0
 			l.mu.Unlock()
 		}
 	}

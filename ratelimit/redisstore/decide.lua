@@ -16,31 +16,36 @@
 -- ARGV[3]   token unique to this call: sliding log members are token:i
 -- ARGV[4]   tail token of a leaky_bucket request: the caller's time in ns
 -- ARGV[5]   mode: '1' decide (take one), '0' look (take none), 'j' judge
---           (decide, take none), 'u' undo, 'r' refund (count_status)
+--           (decide, take none), 'u' undo, 'r' refund (count_status), 'k'
+--           keep (end a token_bucket hold, the unit stays spent)
 -- ARGV[6]   undo: the time in us of the decision being undone
--- ARGV[6+9*(i-1)+1..9] per limit: algorithm (ratelimit.Algorithm: 1 token,
---           2 leaky, 3 fixed, 4 sliding log, 5 sliding counter), limit, window us, interval us,
---           burst, tolerance us, shadow (1/0), undo ('-': keep; to give
---           back, the window start the decision's reply named, the TAT or
---           next departure it wrote in us, or 1 for a sliding log; to
---           refund, the mark the reply named), block us (0: the limit
---           does not block)
+-- ARGV[6+10*(i-1)+1..10] per limit: algorithm (ratelimit.Algorithm: 1
+--           token, 2 leaky, 3 fixed, 4 sliding log, 5 sliding counter),
+--           limit, window us, interval us, burst, tolerance us, shadow
+--           (1/0), undo ('-': keep; to give back, the window start the
+--           decision's reply named, the TAT or next departure it wrote in
+--           us, or 1 for a sliding log; to refund or keep, the mark the
+--           reply named, or its hold mark for a held token), block us (0:
+--           the limit does not block), hold (1/0: a token_bucket's takes
+--           are held, ratelimit.Policy.Hold; to refund or keep, whether
+--           the unit was)
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
--- delay_ns, mark in us, blocked (1/0)}. The mark names the unit an
--- admitted request took, for a refund (0 when it took none): the window
--- start it was counted in (fixed_window, sliding_window_counter), the TAT
--- after it (token_bucket), the score of its log entry
--- (sliding_window_log); 0 for leaky_bucket.
+-- delay_ns, mark in us, blocked (1/0), hold mark}. The mark names the unit
+-- an admitted request took, for a refund (0 when it took none): the
+-- window start it was counted in (fixed_window, sliding_window_counter),
+-- the TAT after it (token_bucket), the score of its log entry
+-- (sliding_window_log); 0 for leaky_bucket. The hold mark of a held token
+-- is its epoch plus one (see tb_load), 0 when the token is not held.
 -- common.lua, sent in front of this file, holds the helpers it shares
 -- with lease.lua.
 
 -- token_bucket ---------------------------------------------------------
 
-local function tb_step(p, tat0, now, n)
+local function tb_step(p, tat0, held, now, n)
   local t = p.t
   local cap = p.burst * t
-  local tat = math.max(tat0, now)
+  local tat = math.max(tat0, now + held * t)
   local nt = tat + n * t
   if nt - now > cap then
     return tat0, {0, math.max(trunc((cap - (tat - now)) / t), 0), (nt - cap - now) * 1000, (tat - now) * 1000, 0}
@@ -236,12 +241,12 @@ local token = ARGV[3]
 local tail = ARGV[4]
 
 local function param(i)
-  local b = 6 + (i - 1) * 9
+  local b = 6 + (i - 1) * 10
   local p = {
     alg = tonumber(ARGV[b + 1]), limit = tonumber(ARGV[b + 2]), w = tonumber(ARGV[b + 3]),
     t = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), tol = tonumber(ARGV[b + 6]),
     shadow = ARGV[b + 7] == '1', flag = ARGV[b + 8] ~= '-', start = tonumber(ARGV[b + 8]),
-    block = tonumber(ARGV[b + 9]),
+    block = tonumber(ARGV[b + 9]), hold = ARGV[b + 10] == '1',
   }
   p.cap = 1 + math.floor(p.tol / p.t)
   return p
@@ -254,6 +259,64 @@ end
 local function load(k)
   local v = nums(redis.call('GET', k))
   return tonumber(v[1] or '0'), v[2], v[3]
+end
+
+-- Held tokens (ratelimit.Policy.Hold, see ratelimit.TokenBucketState)
+-- are counted by epoch of HOLD_EPOCH us: a token_bucket holding units is
+-- 'tat epoch cur prev', cur the holds taken in that epoch and prev those
+-- of the one before. A hold still open once the epoch after its own has
+-- ended is kept, as at the time that is found: its instance went away
+-- without settling it, and a bucket is never held down for longer than two
+-- epochs. An open request is settled long before (its answer ends it).
+local HOLD_EPOCH = 300000000
+
+-- tb_load reads token_bucket limit p's bucket k as it stands at now.
+local function tb_load(p, k)
+  local v = nums(redis.call('GET', k))
+  local s = {tat = tonumber(v[1] or '0'), ep = math.floor(now / HOLD_EPOCH),
+    cur = tonumber(v[3] or '0'), prev = tonumber(v[4] or '0')}
+  if s.cur + s.prev == 0 then return s end
+  local ep = tonumber(v[2])
+  if ep >= s.ep then
+    s.ep = ep -- a clock that steps back keeps the newest epoch
+    return s
+  end
+  -- Holds that ran out are kept: the bucket first stands where they
+  -- held it, as ratelimit.SettleTokenBucket brings it.
+  s.tat = math.max(s.tat, now + (s.cur + s.prev) * p.t)
+  if ep == s.ep - 1 then
+    s.cur, s.prev = 0, s.cur
+  else
+    s.cur, s.prev = 0, 0
+  end
+  return s
+end
+
+-- tb_save writes bucket k's state s. It lives until the bucket is full,
+-- or, while it holds units, until its holds would run out and refill.
+local function tb_save(p, k, s)
+  local held = s.cur + s.prev
+  if held == 0 then
+    redis.call('SET', k, fmt(s.tat), 'PX', ttl(s.tat - now, slack))
+    return
+  end
+  local till = math.max(s.tat, (s.ep + 2) * HOLD_EPOCH + held * p.t)
+  redis.call('SET', k, fmt(s.tat) .. ' ' .. fmt(s.ep) .. ' ' .. fmt(s.cur) .. ' ' .. fmt(s.prev), 'PX', ttl(till - now, slack))
+end
+
+-- tb_settle ends the hold of a token that bucket k held since the epoch
+-- mark - 1 names: refund gives it back, otherwise it stays spent. Mirrors
+-- ratelimit.SettleTokenBucket; a hold that ran out was kept already.
+local function tb_settle(p, k, mark, refund)
+  local s = tb_load(p, k)
+  local at = mark - 1
+  if not ((at == s.ep and s.cur > 0) or (at == s.ep - 1 and s.prev > 0)) then
+    return
+  end
+  s.tat = math.max(s.tat, now + (s.cur + s.prev) * p.t)
+  if at == s.ep then s.cur = s.cur - 1 else s.prev = s.prev - 1 end
+  if refund then s.tat = s.tat - p.t end
+  tb_save(p, k, s)
 end
 
 -- takeback gives back one request that limit i took at time at (us): the
@@ -280,6 +343,15 @@ local function takeback(i, at, oldtail, inscript)
   end
   if p.alg == 1 then
     v[1] = fmt(a - p.t)
+    -- The hold it took, in the newest epoch that holds any. (In mode
+    -- 'u' a later settle may have moved the TAT: then the hold stays
+    -- until its epochs run out, holding the bucket lower, never higher.)
+    local cur, prev = tonumber(v[3] or '0'), tonumber(v[4] or '0')
+    if p.hold and cur > 0 then
+      v[3] = fmt(cur - 1)
+    elseif p.hold and prev > 0 then
+      v[4] = fmt(prev - 1)
+    end
   elseif p.alg == 2 then
     v[1] = fmt(a - p.t)
     if v[2] and v[2] == tail .. ':' .. fmt(a - p.t - at) then
@@ -318,17 +390,25 @@ local function algstep(p, k, i, n)
   if p.alg == 4 then
     return swl_step(p, k, now, n, token .. ':' .. i, slack)
   end
+  if p.alg == 1 then
+    local s = tb_load(p, k)
+    local nt, d
+    nt, d = tb_step(p, s.tat, s.cur + s.prev, now, n)
+    if d[1] == 1 and n > 0 then
+      s.tat = nt
+      if p.hold then
+        s.cur = s.cur + n
+        d[8] = s.ep + 1
+      end
+      tb_save(p, k, s)
+      return d, true, nil
+    end
+    return d, false, nil
+  end
   local a, b, c = load(k)
   local d
   local took = false
-  if p.alg == 1 then
-    local nt
-    nt, d = tb_step(p, a, now, n)
-    if d[1] == 1 and n > 0 then
-      redis.call('SET', k, fmt(nt), 'PX', ttl(nt - now, slack))
-      took = true
-    end
-  elseif p.alg == 2 then
+  if p.alg == 2 then
     local nx
     nx, d = lb_step(p, a, now, n)
     if d[1] == 1 and n > 0 then
@@ -365,7 +445,7 @@ local function step(i, n)
   end
   local d, took, b = algstep(p, k, i, n)
   if d[1] == 0 and n > 0 then startblock(p, k, d) end
-  if not took then d[6] = 0 end
+  if not took then d[6], d[8] = 0, 0 end
   return d, took, b
 end
 
@@ -379,10 +459,15 @@ local function refund(i)
     if #r > 0 then redis.call('ZREM', k, r[1]) end
     return
   end
+  if p.alg == 1 and p.hold then
+    tb_settle(p, k, p.start, true)
+    return
+  end
   local v = nums(redis.call('GET', k))
   if v[1] == nil then return end
   local a = tonumber(v[1])
   if p.alg == 1 then
+    -- A token that was not held, as ratelimit.RefundTokenBucket.
     if a <= now then return end
     v[1] = fmt(math.max(a - p.t, now))
   elseif p.alg == 3 then
@@ -405,8 +490,8 @@ end
 local n = #KEYS
 local out = {now}
 local function put(i, d)
-  local b = 1 + (i - 1) * 7
-  for j = 1, 7 do out[b + j] = d[j] or 0 end
+  local b = 1 + (i - 1) * 8
+  for j = 1, 8 do out[b + j] = d[j] or 0 end
 end
 
 if mode == 'r' then
@@ -414,6 +499,17 @@ if mode == 'r' then
   -- (count_status), against this server's time like every decision.
   for i = 1, n do
     if param(i).flag then refund(i) end
+  end
+  for i = 1, n do put(i, (step(i, 0))) end
+  return out
+end
+
+if mode == 'k' then
+  -- End, for the limits flagged, the hold of a token an admitted request
+  -- took (count_status): it stays spent.
+  for i = 1, n do
+    local p = param(i)
+    if p.flag and p.alg == 1 and p.hold then tb_settle(p, KEYS[i], p.start, false) end
   end
   for i = 1, n do put(i, (step(i, 0))) end
   return out
@@ -442,7 +538,7 @@ for i = 1, n do
   local d, t, old = step(i, cost)
   put(i, d)
   took[i], tails[i] = t, old
-  if d[1] == 0 and ARGV[6 + (i - 1) * 9 + 7] ~= '1' then admitted = false end
+  if d[1] == 0 and ARGV[6 + (i - 1) * 10 + 7] ~= '1' then admitted = false end
 end
 if not admitted then
   -- Nothing is consumed: give back what the admitting limits took and

@@ -76,14 +76,20 @@ func writeTagged(sb *strings.Builder, s string) {
 // scripts work with the very numbers the memory store does.
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
-// appendParams appends the nine script arguments that describe limit r
+// appendParams appends the ten script arguments that describe limit r
 // (see decide.lua); undo is "-" to keep the limit's budget, else what to
-// give back: the window start the decision reported, or "1".
-func appendParams(args []string, r ratelimit.Request, undo string) []string {
+// give back: the window start the decision reported, or "1". hold says
+// whether a token_bucket's units are held: for a decision the policy's
+// Hold, for a refund or keep whether the unit was.
+func appendParams(args []string, r ratelimit.Request, undo string, hold bool) []string {
 	p := r.Policy
 	shadow := "0"
 	if p.Shadow {
 		shadow = "1"
+	}
+	held := "0"
+	if hold && p.Algorithm == ratelimit.TokenBucket {
+		held = "1"
 	}
 	return append(args,
 		strconv.Itoa(int(p.Algorithm)),
@@ -94,5 +100,6 @@ func appendParams(args []string, r ratelimit.Request, undo string) []string {
 		strconv.FormatInt(micros(p.Tolerance()), 10),
 		shadow, undo,
 		strconv.FormatInt(micros(p.Block), 10),
+		held,
 	)
 }

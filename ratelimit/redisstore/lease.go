@@ -62,6 +62,8 @@ type lease struct {
 	from     time.Time // with caller time: units may be spent from then on
 	mark     int64     // window start (us) the units are counted in
 	spent    int64     // token_bucket: spent since the last call
+	held     int64     // token_bucket, Policy.Hold: spent, the outcome not known yet
+	gen      int64     // bumped when held units are taken as kept; Ticket.Hold is gen+1
 	back     int64     // units that expired unspent, to give back
 	refunds  int64     // token_bucket: refunds of units reported spent
 	backMark int64
@@ -181,7 +183,8 @@ func maxBatch(p *ratelimit.Policy, n int) int64 {
 }
 
 // expireLocked drops units whose time has passed; they go back to Redis
-// with the next call, since they were counted and never spent.
+// with the next call, since they were counted and never spent. Held units
+// are kept.
 func (l *lease) expireLocked(now time.Time) {
 	if l.units > 0 && !now.Before(l.deadline) {
 		if l.back == 0 || l.backMark == l.mark {
@@ -190,6 +193,21 @@ func (l *lease) expireLocked(now time.Time) {
 		}
 		l.units = 0
 	}
+	if l.held > 0 && !now.Before(l.deadline) {
+		l.keepHeldLocked()
+	}
+}
+
+// keepHeldLocked takes every held unit as kept: each is reported spent
+// with the next call, and its request's refund or keep finds nothing to
+// settle (its Ticket.Hold names an older generation). Redis holds a
+// token_bucket's lease only until its expiry, and drops it then as
+// spent, so a unit held past the deadline can no longer be given back
+// exactly; kept, it errs towards admitting less.
+func (l *lease) keepHeldLocked() {
+	l.spent += l.held
+	l.held = 0
+	l.gen++
 }
 
 // takeLocked spends one unit when the lease has one.
@@ -200,17 +218,31 @@ func (l *lease) takeLocked(now time.Time) bool {
 	}
 	l.units--
 	if l.req.Policy.Algorithm == ratelimit.TokenBucket {
-		l.spent++
+		if l.req.Policy.Hold {
+			// Still this instance's in Redis, until it is settled:
+			// the refill stays capped below it, as for a per-request
+			// hold (ratelimit.SettleTokenBucket).
+			l.held++
+		} else {
+			l.spent++
+		}
 	}
 	return true
 }
 
-// untakeLocked gives back a unit takeLocked spent, while it still counts.
-func (l *lease) untakeLocked(now time.Time, at int64) bool {
+// untakeLocked gives back a unit takeLocked spent, while it still counts:
+// a held one exactly, back into the lease (see keepHeldLocked).
+func (l *lease) untakeLocked(now time.Time, t ratelimit.Ticket) bool {
 	if l.gone || !now.Before(l.deadline) {
 		return false
 	}
-	if l.req.Policy.Algorithm == ratelimit.TokenBucket {
+	at := t.At
+	if l.req.Policy.Algorithm == ratelimit.TokenBucket && t.Hold != 0 {
+		if t.Hold != l.gen+1 || l.held == 0 {
+			return false
+		}
+		l.held--
+	} else if l.req.Policy.Algorithm == ratelimit.TokenBucket {
 		if l.spent == 0 {
 			// Reported spent already: Redis takes it back with the
 			// next call, which need not wait.
@@ -234,6 +266,9 @@ func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
 	if allowed {
 		d.Remaining = min(l.units+l.remote, p.Capacity())
 		d.Ticket = ratelimit.Ticket{Store: leaseTicket, At: l.mark}
+		if p.Algorithm == ratelimit.TokenBucket && p.Hold {
+			d.Ticket.Hold = l.gen + 1
+		}
 		if p.Algorithm == ratelimit.TokenBucket {
 			if d.Remaining < p.Capacity() {
 				d.RetryAfter = p.Interval()
@@ -335,7 +370,7 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	l.expireLocked(now)
 	n := s.instances()
 	target := l.wantLocked(n)
-	want := max(min(target, maxBatch(l.req.Policy, n)-l.units), 0)
+	want := max(min(target, maxBatch(l.req.Policy, n)-l.units-l.held), 0)
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
 	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy
@@ -557,7 +592,7 @@ func (s *Store) decideLeased(ctx context.Context, c rueidis.Client, now time.Tim
 				continue
 			}
 			l.mu.Lock()
-			if l.untakeLocked(now, out[i].Ticket.At) {
+			if l.untakeLocked(now, out[i].Ticket) {
 				out[i] = l.decisionLocked(now, true)
 			}
 			out[i].Ticket = ratelimit.Ticket{}
@@ -598,9 +633,11 @@ func (s *Store) decideRequests(ctx context.Context, c rueidis.Client, now time.T
 	return nil
 }
 
-// refundLease gives a unit spent from a local lease back to it while the
-// lease still holds it as counted; otherwise the unit stays spent.
-func (s *Store) refundLease(now time.Time, r ratelimit.Request, d ratelimit.Decision) {
+// settleLease refunds, or keeps, a unit spent from a local lease. A refund
+// gives it back to the lease while the lease still holds it as counted;
+// otherwise the unit stays spent. Keeping a held unit reports it spent
+// with the next call.
+func (s *Store) settleLease(now time.Time, r ratelimit.Request, d ratelimit.Decision, refund bool) {
 	s.leases.mu.Lock()
 	l := s.leases.m[Key(s.prefix, r)]
 	s.leases.mu.Unlock()
@@ -608,8 +645,15 @@ func (s *Store) refundLease(now time.Time, r ratelimit.Request, d ratelimit.Deci
 		return
 	}
 	l.mu.Lock()
-	l.untakeLocked(now, d.Ticket.At)
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if refund {
+		l.untakeLocked(now, d.Ticket)
+		return
+	}
+	if l.expireLocked(now); !l.gone && d.Ticket.Hold == l.gen+1 && l.held > 0 {
+		l.held--
+		l.spent++
+	}
 }
 
 // peekLease reports a leased bucket: what Redis has left plus what this
@@ -652,6 +696,9 @@ func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease)
 		l.gone = true
 		now := l.lastNow
 		l.expireLocked(now)
+		if l.held > 0 {
+			l.keepHeldLocked()
+		}
 		back, mark := l.back, l.backMark
 		if l.units > 0 {
 			if back > 0 && mark != l.mark {
@@ -712,7 +759,9 @@ func (s *Store) sweepLeases(ctx context.Context, c rueidis.Client, cutoff time.T
 	s.leases.mu.Lock()
 	for k, l := range s.leases.m {
 		l.mu.Lock()
-		if l.lastUse.Before(cutoff) && l.inflight == nil {
+		// A lease with held units stays until they are settled (or
+		// run out): their requests settle them here.
+		if l.lastUse.Before(cutoff) && l.inflight == nil && l.held == 0 {
 			idle = append(idle, l)
 			delete(s.leases.m, k)
 		}
