@@ -540,14 +540,13 @@ func (e *entry) decideLocked(p *Policy, now int64) Decision {
 
 // decideInto is decideLocked writing the Decision to d, which spares the
 // hot path copies of it. A blocked bucket rejects without a step; a
-// rejection by a policy that blocks starts its block.
+// rejection by a policy that blocks starts its block. A block that ended
+// stays noted, as decide.lua's key does until it expires: a request
+// decided late, at a time within the block, is still refused.
 func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
-	if e.ext != nil && e.ext.block != 0 {
-		if e.ext.block > now {
-			*d = BlockedDecision(p, e.ext.block, now)
-			return
-		}
-		e.ext.block = 0
+	if e.ext != nil && e.ext.block > now {
+		*d = BlockedDecision(p, e.ext.block, now)
+		return
 	}
 	e.stepInto(p, now, d)
 	switch {
