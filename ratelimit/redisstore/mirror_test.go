@@ -49,6 +49,7 @@ func mirrorPolicies(r *rand.Rand, n int) []*ratelimit.Policy {
 		switch alg {
 		case ratelimit.TokenBucket:
 			p.Burst = int64(r.IntN(10))
+			p.Hold = r.IntN(2) == 0
 		case ratelimit.LeakyBucket:
 			p.Queue = int64(r.IntN(6))
 			if r.IntN(2) == 0 {
@@ -105,10 +106,15 @@ func runMirror(t *testing.T, o Options, seeds uint64, steps int) {
 					i := r.IntN(len(admitted))
 					a := admitted[i]
 					admitted = append(admitted[:i], admitted[i+1:]...)
-					if err := ms.Refund(ctx, now, a.reqs, a.want); err != nil {
+					// Refunded, or kept: both end a token_bucket's hold.
+					msSettle, rsSettle, what := ms.Refund, rs.Refund, "refund"
+					if r.IntN(2) == 0 {
+						msSettle, rsSettle, what = ms.Keep, rs.Keep, "keep"
+					}
+					if err := msSettle(ctx, now, a.reqs, a.want); err != nil {
 						t.Fatal(err)
 					}
-					if err := rs.Refund(ctx, now, a.reqs, a.got); err != nil {
+					if err := rsSettle(ctx, now, a.reqs, a.got); err != nil {
 						t.Fatal(err)
 					}
 					for _, q := range a.reqs {
@@ -118,7 +124,7 @@ func runMirror(t *testing.T, o Options, seeds uint64, steps int) {
 							t.Fatal(err)
 						}
 						if !sameDecision(got, want) {
-							t.Fatalf("step %d after a refund, peek %s %v at +%v: got %+v, want %+v", step, q.Policy.Name, q.Policy.Algorithm, now.Sub(t0), got, want)
+							t.Fatalf("step %d after a %s, peek %s %v at +%v: got %+v, want %+v", step, what, q.Policy.Name, q.Policy.Algorithm, now.Sub(t0), got, want)
 						}
 					}
 					continue
