@@ -267,6 +267,78 @@ func TestBruteForceClientGoneKeepsUnit(t *testing.T) {
 	})
 }
 
+// TestBruteForceSlowSuccessBuysNoGuess: a success that takes its time
+// gives back exactly its token, not one the bucket refilled meanwhile.
+// token_bucket 2 per 8s (a token each 4s): a slow login that succeeds
+// after 5s is out while its token would have refilled; a failure comes
+// in then. Once the success is given back, the bucket must hold what it
+// would without the success: room for one more failure, not two.
+func TestBruteForceSlowSuccessBuysNoGuess(t *testing.T) {
+	bruteStores(t, func(t *testing.T, store string) {
+		up := newUpstream(t)
+		var failures atomic.Int64
+		up.Handle = func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("X-Password") == "right" {
+				time.Sleep(5 * time.Second)
+				w.WriteHeader(http.StatusOK)
+				return
+			}
+			failures.Add(1)
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+		in := start(t, writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+log: {access_log: false}
+store:
+%s
+policies:
+  guesses:
+    algorithm: token_bucket
+    limit: 2
+    window: 8s
+    key: [header:X-User]
+    count_status: [401]
+routes:
+  - name: login
+    match: {path: /login}
+    upstream: %s
+    limits: [guesses]
+`, store, up.URL)))
+		try := func(password string) int {
+			resp, _ := do(t, nil, "POST", in.HTTP+"/login", nil, map[string]string{"X-User": "mallory", "X-Password": password})
+			return resp.StatusCode
+		}
+		began := time.Now()
+		slow := make(chan int, 1)
+		go func() { slow <- try("right") }()
+		time.Sleep(4300 * time.Millisecond)
+		// Held while it is out: the token has not refilled.
+		if _, body := do(t, nil, "GET", in.Admin+"/v1/limits?policy=guesses&key=mallory", nil, nil); !strings.Contains(string(body), `"remaining":1`) {
+			t.Errorf("while the slow login is out: got %s, want remaining 1", body)
+		}
+		first := time.Since(began)
+		if got := try("guess"); got != 401 {
+			t.Fatalf("first guess: got %d, want 401", got)
+		}
+		if got := <-slow; got != 200 {
+			t.Fatalf("slow login: got %d, want 200", got)
+		}
+		codes := map[int]int{}
+		for range 3 {
+			codes[try("guess")]++
+		}
+		// Without the success, the bucket has one token from the
+		// first guess's on, and a second once that guess's token has
+		// refilled, 4s after it: the guesses came well before.
+		if late := time.Since(began) - first; late > 3800*time.Millisecond {
+			t.Skipf("the guesses came %v after the first, too late to tell one token from two on this machine", late)
+		}
+		if codes[401] != 1 || codes[429] != 2 || failures.Load() != 2 {
+			t.Errorf("after the success was given back: got %v (%d guesses reached the upstream), want one 401, two 429 (2 reached it)", codes, failures.Load())
+		}
+	})
+}
+
 // TestBruteForceOverrides: a partner key gets its own bucket and numbers,
 // shown in the headers; a monitoring network is exempt.
 func TestBruteForceOverrides(t *testing.T) {

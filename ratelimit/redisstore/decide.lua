@@ -270,6 +270,18 @@ end
 -- epochs. An open request is settled long before (its answer ends it).
 local HOLD_EPOCH = 300000000
 
+-- tb_save writes bucket k's state s. It lives until the bucket is full,
+-- or, while it holds units, until its holds would run out and refill.
+local function tb_save(p, k, s)
+  local held = s.cur + s.prev
+  if held == 0 then
+    redis.call('SET', k, fmt(s.tat), 'PX', ttl(s.tat - now, slack))
+    return
+  end
+  local till = math.max(s.tat, (s.ep + 2) * HOLD_EPOCH + held * p.t)
+  redis.call('SET', k, fmt(s.tat) .. ' ' .. fmt(s.ep) .. ' ' .. fmt(s.cur) .. ' ' .. fmt(s.prev), 'PX', ttl(till - now, slack))
+end
+
 -- tb_load reads token_bucket limit p's bucket k as it stands at now.
 local function tb_load(p, k)
   local v = nums(redis.call('GET', k))
@@ -282,26 +294,16 @@ local function tb_load(p, k)
     return s
   end
   -- Holds that ran out are kept: the bucket first stands where they
-  -- held it, as ratelimit.SettleTokenBucket brings it.
+  -- held it, as ratelimit.SettleTokenBucket brings it. That is written at
+  -- once, even by a look, so that their refill starts now, once.
   s.tat = math.max(s.tat, now + (s.cur + s.prev) * p.t)
   if ep == s.ep - 1 then
     s.cur, s.prev = 0, s.cur
   else
     s.cur, s.prev = 0, 0
   end
+  tb_save(p, k, s)
   return s
-end
-
--- tb_save writes bucket k's state s. It lives until the bucket is full,
--- or, while it holds units, until its holds would run out and refill.
-local function tb_save(p, k, s)
-  local held = s.cur + s.prev
-  if held == 0 then
-    redis.call('SET', k, fmt(s.tat), 'PX', ttl(s.tat - now, slack))
-    return
-  end
-  local till = math.max(s.tat, (s.ep + 2) * HOLD_EPOCH + held * p.t)
-  redis.call('SET', k, fmt(s.tat) .. ' ' .. fmt(s.ep) .. ' ' .. fmt(s.cur) .. ' ' .. fmt(s.prev), 'PX', ttl(till - now, slack))
 end
 
 -- tb_settle ends the hold of a token that bucket k held since the epoch

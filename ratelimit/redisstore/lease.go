@@ -370,7 +370,7 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	l.expireLocked(now)
 	n := s.instances()
 	target := l.wantLocked(n)
-	want := max(min(target, maxBatch(l.req.Policy, n)-l.units-l.held), 0)
+	want := max(min(target, maxBatch(l.req.Policy, n)-l.units), 0)
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
 	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy
