@@ -318,11 +318,16 @@ func (s *Store) settle(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		case ds[i].Ticket.Store == redisTicket:
 			mine = append(mine, i)
 		case s.fallback != nil:
+			// A leased limit's unit was taken with its fallback copy.
+			r := []ratelimit.Request{reqs[i]}
+			if r[0].Policy.Sync == ratelimit.SyncLease {
+				r[0].Policy = s.fallbacks.current(r[0].Policy)
+			}
 			var err error
 			if refund {
-				err = s.fallback.Refund(ctx, now, reqs[i:i+1], ds[i:i+1])
+				err = s.fallback.Refund(ctx, now, r, ds[i:i+1])
 			} else {
-				err = s.fallback.Keep(ctx, now, reqs[i:i+1], ds[i:i+1])
+				err = s.fallback.Keep(ctx, now, r, ds[i:i+1])
 			}
 			if err != nil {
 				return err

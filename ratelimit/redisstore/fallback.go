@@ -64,6 +64,18 @@ func (f *leaseFallbacks) local(p *ratelimit.Policy, n int) *ratelimit.Policy {
 	return c.p
 }
 
+// current returns the fallback copy of leased policy p last made, or p
+// when there is none: the policy the Fallback's bucket of p was decided
+// with, to settle its units with.
+func (f *leaseFallbacks) current(p *ratelimit.Policy) *ratelimit.Policy {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.copies[p]; ok {
+		return c.p
+	}
+	return p
+}
+
 // degradedLeased decides a request with leased limits while Redis is
 // unreachable: with on_error local, each leased limit is decided by the
 // Fallback with its limit / N copy, and the policy is reported as in

@@ -117,3 +117,50 @@ func TestLeaseHold(t *testing.T) {
 		t.Error("after a refund past the lease's deadline: admitted, want rejected")
 	}
 }
+
+// TestHoldInFallback: while Redis is down the fallback holds a leased
+// token_bucket's tokens (with its limit / N copy of the policy), and a
+// refund or a keep ends the hold there: counted answers never pile up as
+// holds that would lock the key out until Redis is back.
+func TestHoldInFallback(t *testing.T) {
+	srv := redistest.Start(t)
+	addr := srv.Addr()
+	srv.Kill()
+	ctx := context.Background()
+	down, err := New(ctx, Options{Addresses: []string{addr}, Timeout: faultTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	for _, sync := range []ratelimit.Sync{ratelimit.SyncPerRequest, ratelimit.SyncLease} {
+		t.Run(sync.String(), func(t *testing.T) {
+			p, err := ratelimit.NewPolicy(ratelimit.Policy{Name: "fallback-held-" + sync.String(), Algorithm: ratelimit.TokenBucket, Limit: 2, Window: time.Hour, Sync: sync, Hold: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := []ratelimit.Request{{Policy: p, Key: "k"}}
+			out := make([]ratelimit.Decision, 1)
+			// Kept and refunded in turn, many more times than the burst.
+			for i := range 10 {
+				now := time.Now()
+				if err := down.Decide(ctx, now, r, out); err != nil || !out[0].Allowed || out[0].Ticket.Hold == 0 {
+					t.Fatalf("fallback decision %d: %+v, %v; want admitted and held", i, out[0], err)
+				}
+				settle := down.Refund
+				if i == 0 {
+					settle = down.Keep // the one token spent
+				}
+				if err := settle(ctx, now, r, out); err != nil {
+					t.Fatalf("settling in the fallback: %v", err)
+				}
+			}
+			// One kept of the burst of 2 (one instance): one left.
+			if err := down.Decide(ctx, time.Now(), r, out); err != nil || !out[0].Allowed {
+				t.Errorf("after one kept token of 2: got %+v, %v; want admitted", out[0], err)
+			}
+			if err := down.Decide(ctx, time.Now(), r, out); err != nil || out[0].Allowed {
+				t.Errorf("after two tokens of 2: got %+v, %v; want rejected", out[0], err)
+			}
+		})
+	}
+}
