@@ -16,9 +16,13 @@ import (
 func NewTransport() *http.Transport {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Proxy:                 nil, // a gateway talks to its upstreams directly
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
+		Proxy:             nil, // a gateway talks to its upstreams directly
+		DialContext:       dialer.DialContext,
+		ForceAttemptHTTP2: true,
+		// The upstream gets the client's Accept-Encoding as sent: the
+		// transport's own gzip would ask for it on behalf of a client
+		// that did not, and decode the answer here, at the gateway's cost.
+		DisableCompression:    true,
 		MaxIdleConns:          2048,
 		MaxIdleConnsPerHost:   512,
 		IdleConnTimeout:       90 * time.Second,
