@@ -55,8 +55,8 @@ func TestStartsWithoutRedis(t *testing.T) {
 		t.Fatal("redis down at start: got healthy, want unhealthy")
 	}
 	reqs := []ratelimit.Request{{Policy: policyOf(t, "late", ratelimit.TokenBucket, 5, time.Hour), Key: "k"}}
-	if d, took := decideTimed(t, s, reqs); !d[0].Allowed || took > faultTimeout+slack {
-		t.Fatalf("redis down at start: got %+v in %v, want allowed by the fallback within %v", d[0], took, faultTimeout+slack)
+	if d := decideWithin(t, s, reqs, "redis down at start: a decision"); !d[0].Allowed {
+		t.Fatalf("redis down at start: got %+v, want allowed by the fallback", d[0])
 	}
 	srv.Restart()
 	if took, ok := waitFor(3*time.Second, s.Healthy); !ok || took > 2*time.Second {
