@@ -27,6 +27,10 @@ func TestDecideAllocs(t *testing.T) {
 	for _, a := range Algorithms {
 		routes[a.String()] = []Request{{Policy: benchPolicy(a), Key: "consumer-2"}}
 	}
+	// count_status: a held token_bucket, decided then kept.
+	held := *benchPolicy(TokenBucket)
+	held.Name, held.Hold = "held", true
+	routes["held"] = []Request{{Policy: MustPolicy(held), Key: "consumer-3"}}
 	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 	defer m.Close()
 	ctx := context.Background()
@@ -37,12 +41,15 @@ func TestDecideAllocs(t *testing.T) {
 		if err := m.Decide(ctx, t0, reqs, out); err != nil {
 			t.Fatal(err)
 		}
+		m.Keep(ctx, t0, reqs, out)
 		allocs := testing.AllocsPerRun(1000, func() {
 			i++
-			m.Decide(ctx, t0.Add(time.Duration(i)*step), reqs, out)
+			now := t0.Add(time.Duration(i) * step)
+			m.Decide(ctx, now, reqs, out)
+			m.Keep(ctx, now, reqs, out)
 		})
 		if allocs != 0 {
-			t.Errorf("%s: got %v allocs per Decide, want 0", name, allocs)
+			t.Errorf("%s: got %v allocs per Decide and Keep, want 0", name, allocs)
 		}
 		if !Admitted(reqs, out) {
 			t.Errorf("%s: got rejected at the end, want the virtual clock to keep admitting", name)
