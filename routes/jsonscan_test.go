@@ -159,6 +159,36 @@ func TestJSONScanAgainstJSONText(t *testing.T) {
 	}
 }
 
+// TestJSONScanBlocks: off the path, strings are scanned with the masks of
+// the 64-byte blocks that hold them, so each kind of byte a string may or
+// may not hold is put at every offset across a block's end, in a name and
+// in a value, and each body is also cut at every length.
+func TestJSONScanBlocks(t *testing.T) {
+	t.Parallel()
+	path := splitPath("phone")
+	for _, inner := range []string{
+		``, `"`, `\"`, `\\`, `\u00e9`, `\ud83d\ude00`, `\ud83d`, `\x`, `\u00`,
+		"\u00e9", "\xe2\x82\xac", "\xff", "\xed\xa0\x80", "\x01", "\x1f", "\x7f", "\t", "#", "\x00",
+	} {
+		for pad := 0; pad < 140; pad++ {
+			fill := strings.Repeat("a", pad)
+			for _, body := range []string{
+				`{"x":"` + fill + inner + `b","phone":"1"}`,
+				`{"` + fill + inner + `":1,"phone":"1"}`,
+				`[` + fill[:pad/3] + `{"x":[1,"` + inner + fill + `"],"phone":2}]`,
+			} {
+				checkAgainstOracle(t, []byte(body), path)
+			}
+		}
+	}
+	pretty := "[" + strings.Repeat(`{"a":"\u00e9x", "b":"é",`+"\n\t"+`"c":[1.5,-2,true,null]},`, 20) + `{}]`
+	for _, body := range [][]byte{kibBody(), []byte(pretty)} {
+		for n := 1; n <= len(body); n++ {
+			checkAgainstOracle(t, body[:n], path)
+		}
+	}
+}
+
 // TestJSONScanDepth: objects and arrays nest up to jsontext's 10,000
 // levels, on the path and off it, and a body of nothing but openings is
 // refused without recursing.
