@@ -17,7 +17,7 @@ import (
 // which skipValue does before running it again. No body can make either
 // recurse.
 func (s *scanner) skipValue(pos, depth int) int {
-	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth, blk: minBlock, resume: atValue}
+	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth, blk: noBlock, resume: atValue}
 	for {
 		switch v.run() {
 		case stopDone:
@@ -25,7 +25,7 @@ func (s *scanner) skipValue(pos, depth int) int {
 		case stopInvalid:
 			return -1
 		case stopBlock:
-			v.stops = blockStops(v.b, v.blk)
+			v.stops = lastBlockStops(v.b, v.blk)
 		case stopString:
 			if v.pos = scanStringEnd(v.b, v.pos); v.pos < 0 {
 				return -1
@@ -92,14 +92,17 @@ const (
 	atOpened                    // the container at depth opened just before pos
 )
 
-// minBlock is a block start that no position is in.
-const minBlock = -1 << 62
+// noBlock is a block start that no position is in: pos-noBlock, as run
+// computes it in unsigned arithmetic, is at least 64.
+const noBlock = -1 << 62
 
 // run scans until it is done or needs a step it leaves to skipValue.
+// Positions are unsigned here, so that a comparison with len(b) is all
+// the compiler needs to see that an index is in range.
 func (v *skipper) run() skipStop {
-	b, pos, depth := v.b, v.pos, v.depth
+	b, pos, depth := v.b, uint(v.pos), v.depth
 	near, closer := v.near, v.closer
-	blk, stops := v.blk, v.stops
+	blk, stops := uint(v.blk), v.stops
 	var c byte
 	var stop skipStop
 	var off uint
@@ -119,15 +122,16 @@ func (v *skipper) run() skipStop {
 	}
 
 value: // A value starts at pos.
-	if pos >= len(b) {
+	if pos >= uint(len(b)) {
 		return stopInvalid
 	}
 	if c = b[pos]; c <= ' ' {
-		if pos = skipSpaceLoop(b, pos); pos >= len(b) {
+		if pos = uint(skipSpaceLoop(b, int(pos))); pos >= uint(len(b)) {
 			return stopInvalid
 		}
 		c = b[pos]
 	}
+valueByte: // A value starts at pos, where c is.
 	switch {
 	case c == '"':
 		pos++
@@ -135,14 +139,18 @@ value: // A value starts at pos.
 	case c-'0' <= 9:
 		pos++
 		if c != '0' {
-			for pos < len(b) && b[pos]-'0' <= 9 {
+			for pos < uint(len(b)) && b[pos]-'0' <= 9 {
 				pos++
 			}
 		}
-		if pos < len(b) && (b[pos] == '.' || b[pos]|0x20 == 'e') {
+		if pos >= uint(len(b)) {
+			goto after
+		}
+		if c = b[pos]; c == '.' || c|0x20 == 'e' {
 			stop, v.resume = stopFraction, atAfter
 			goto exit
 		}
+		goto afterByte
 	case c == '{' || c == '[':
 		if depth == v.limit {
 			return stopInvalid
@@ -157,17 +165,17 @@ value: // A value starts at pos.
 		near = near<<1 | b2u(c == '{')
 		goto opened
 	case c == 't':
-		if len(b)-pos < 4 || string(b[pos:pos+4]) != "true" {
+		if uint(len(b))-pos < 4 || string(b[pos:pos+4]) != "true" {
 			return stopInvalid
 		}
 		pos += 4
 	case c == 'f':
-		if len(b)-pos < 5 || string(b[pos:pos+5]) != "false" {
+		if uint(len(b))-pos < 5 || string(b[pos:pos+5]) != "false" {
 			return stopInvalid
 		}
 		pos += 5
 	case c == 'n':
-		if len(b)-pos < 4 || string(b[pos:pos+4]) != "null" {
+		if uint(len(b))-pos < 4 || string(b[pos:pos+4]) != "null" {
 			return stopInvalid
 		}
 		pos += 4
@@ -177,14 +185,20 @@ value: // A value starts at pos.
 	}
 
 after: // A value ends at pos: close the containers it ends, go to the next.
-	if depth == 0 {
-		v.pos = pos
-		return stopDone
-	}
-	if pos >= len(b) {
+	if pos >= uint(len(b)) {
+		if depth == 0 {
+			v.pos = int(pos)
+			return stopDone
+		}
 		return stopInvalid
 	}
-	switch c = b[pos]; c {
+	c = b[pos]
+afterByte: // A value ends at pos, where c is.
+	if depth == 0 {
+		v.pos = int(pos)
+		return stopDone
+	}
+	switch c {
 	case ',':
 		pos++
 		if closer == '}' {
@@ -195,16 +209,20 @@ after: // A value ends at pos: close the containers it ends, go to the next.
 		pos++
 		goto closed
 	case ' ', '\t', '\n', '\r':
-		pos = skipSpaceLoop(b, pos)
+		pos = uint(skipSpaceLoop(b, int(pos)))
 		goto after
 	}
 	return stopInvalid
 
 opened: // The container at depth opened just before pos.
-	if pos < len(b) && b[pos] <= ' ' {
-		pos = skipSpaceLoop(b, pos)
+	if closer == '}' && pos < uint(len(b)) && b[pos] == '"' {
+		pos++
+		goto name
 	}
-	if pos < len(b) && b[pos] == closer {
+	if pos < uint(len(b)) && b[pos] <= ' ' {
+		pos = uint(skipSpaceLoop(b, int(pos)))
+	}
+	if pos < uint(len(b)) && b[pos] == closer {
 		pos++
 		goto closed
 	}
@@ -230,11 +248,15 @@ closed: // The container at depth closed just before pos.
 	goto after
 
 member: // A member name starts at pos.
-	if pos >= len(b) {
+	if pos >= uint(len(b)) {
 		return stopInvalid
 	}
-	if c = b[pos]; c <= ' ' {
-		if pos = skipSpaceLoop(b, pos); pos >= len(b) {
+	if c = b[pos]; c == '"' {
+		pos++
+		goto name
+	}
+	if c <= ' ' {
+		if pos = uint(skipSpaceLoop(b, int(pos))); pos >= uint(len(b)) {
 			return stopInvalid
 		}
 		c = b[pos]
@@ -246,16 +268,16 @@ member: // A member name starts at pos.
 
 name: // The rest of a member name starts at pos.
 	// As for str below.
-	if off = uint(pos - blk); off >= 64 {
+	if off = pos - blk; off >= 64 {
 		inName = true
 		goto refill
 	}
 	if q := stops >> off; q != 0 {
-		if end := pos + bits.TrailingZeros64(q); end < len(b) && b[end] == '"' {
+		if end := pos + uint(bits.TrailingZeros64(q)); end < uint(len(b)) && b[end] == '"' {
 			pos = end + 1
 			goto nameEnd
 		}
-	} else if blk+64 < len(b) {
+	} else if blk+64 < uint(len(b)) {
 		pos = blk + 64
 		goto name
 	}
@@ -263,110 +285,96 @@ name: // The rest of a member name starts at pos.
 	goto exit
 
 nameEnd: // A member name ends at pos.
-	if pos < len(b) && b[pos] == ':' {
+	if pos < uint(len(b)) && b[pos] == ':' {
 		pos++
+		if pos < uint(len(b)) {
+			if c = b[pos]; c > ' ' {
+				goto valueByte
+			}
+		}
 		goto value
 	}
-	if pos = skipSpace(b, pos); pos >= len(b) || b[pos] != ':' {
+	if pos = uint(skipSpace(b, int(pos))); pos >= uint(len(b)) || b[pos] != ':' {
 		return stopInvalid
 	}
 	pos++
 	goto value
 
 str: // The rest of a string value starts at pos.
-	// The masks of the block holding pos give the string's end without a
-	// load that waits for pos: the next quote, when no byte before it
-	// needs a closer look.
-	if off = uint(pos - blk); off >= 64 {
+	// The stops of the block holding pos give the string's end without a
+	// load that waits for pos: the first one, when it is a quote.
+	if off = pos - blk; off >= 64 {
 		inName = false
 		goto refill
 	}
 	if q := stops >> off; q != 0 {
-		if end := pos + bits.TrailingZeros64(q); end < len(b) && b[end] == '"' {
+		if end := pos + uint(bits.TrailingZeros64(q)); end < uint(len(b)) && b[end] == '"' {
 			pos = end + 1
 			goto after
 		}
-	} else if blk+64 < len(b) {
+	} else if blk+64 < uint(len(b)) {
 		pos = blk + 64
 		goto str
 	}
 	stop, v.resume = stopString, atAfter
 	goto exit
 
-refill: // The string at pos needs the masks of its block.
-	// A whole block without special bytes, the common case, is done
-	// here; blockMasks does the rest.
+refill: // The string at pos needs the stops of its block.
 	blk = pos &^ 63
-	if len(b)-blk >= 64 {
-		p := (*[64]byte)(b[blk : blk+64])
-		q0, a0 := wordMasks(binary.LittleEndian.Uint64(p[0:]))
-		q1, a1 := wordMasks(binary.LittleEndian.Uint64(p[8:]))
-		q2, a2 := wordMasks(binary.LittleEndian.Uint64(p[16:]))
-		q3, a3 := wordMasks(binary.LittleEndian.Uint64(p[24:]))
-		q4, a4 := wordMasks(binary.LittleEndian.Uint64(p[32:]))
-		q5, a5 := wordMasks(binary.LittleEndian.Uint64(p[40:]))
-		q6, a6 := wordMasks(binary.LittleEndian.Uint64(p[48:]))
-		q7, a7 := wordMasks(binary.LittleEndian.Uint64(p[56:]))
-		if (a0|a1|a2|a3|a4|a5|a6|a7)&highs == 0 {
-			stops = q0 | q1<<8 | q2<<16 | q3<<24 | q4<<32 | q5<<40 | q6<<48 | q7<<56
-			if inName {
-				goto name
-			}
-			goto str
+	if uint(len(b))-blk < 64 {
+		v.blk = int(blk) // lastBlockStops pads the last block
+		stop, v.resume = stopBlock, atString
+		if inName {
+			v.resume = atName
 		}
+		goto exit
 	}
-	v.blk = blk // for blockStops
-	stop, v.resume = stopBlock, atString
+	{
+		// blockStops, by hand: a call here would have every register
+		// saved around it.
+		p := (*[64]byte)(b[blk : blk+64])
+		stops = byteMask(stringSpecial(binary.LittleEndian.Uint64(p[0:]))&highs) |
+			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[8:]))&highs)<<8 |
+			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[16:]))&highs)<<16 |
+			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[24:]))&highs)<<24 |
+			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[32:]))&highs)<<32 |
+			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[40:]))&highs)<<40 |
+			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[48:]))&highs)<<48 |
+			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[56:]))&highs)<<56
+	}
 	if inName {
-		v.resume = atName
+		goto name
 	}
+	goto str
 
 exit:
-	v.pos, v.depth, v.near, v.closer = pos, depth, near, closer
-	v.blk, v.stops = blk, stops
+	v.pos, v.depth, v.near, v.closer = int(pos), depth, near, closer
+	v.blk, v.stops = int(blk), stops
 	return stop
 }
 
-// blockStops marks, one bit a byte for the 64 bytes of b from blk, the
-// bytes where a string ends or needs a closer look: quotes, backslashes,
-// control characters and bytes of multibyte runes. Bytes past the end of
-// b are marked too.
-func blockStops(b []byte, blk int) uint64 {
-	var p *[64]byte
+// blockStops marks, one bit a byte for the 64 bytes of p, where a string
+// may end or needs a closer look: quotes, backslashes, control characters
+// and bytes of multibyte runes, each marked. As stringSpecial may, it also
+// marks some bytes above a marked one in the same 8, so a string takes a
+// mark for its end only when the byte there is a quote.
+func blockStops(p *[64]byte) uint64 {
+	return byteMask(stringSpecial(binary.LittleEndian.Uint64(p[0:]))&highs) |
+		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[8:]))&highs)<<8 |
+		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[16:]))&highs)<<16 |
+		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[24:]))&highs)<<24 |
+		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[32:]))&highs)<<32 |
+		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[40:]))&highs)<<40 |
+		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[48:]))&highs)<<48 |
+		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[56:]))&highs)<<56
+}
+
+// lastBlockStops is blockStops for a block that b ends in, its bytes past
+// the end marked.
+func lastBlockStops(b []byte, blk int) uint64 {
 	var pad [64]byte // zeros: control characters
-	if len(b)-blk >= 64 {
-		p = (*[64]byte)(b[blk : blk+64])
-	} else {
-		copy(pad[:], b[blk:])
-		p = &pad
-	}
-	var stops uint64
-	for k := 0; k < 64; k += 8 {
-		w := binary.LittleEndian.Uint64(p[k:])
-		stops |= byteMask(zeroBytes(w^'"'*lows)|specialBytes(w)) << k
-	}
-	return stops
-}
-
-// wordMasks returns the quotes among the 8 bytes of w, one bit a byte,
-// and a word whose high bits are all clear when none of them is special.
-func wordMasks(w uint64) (quotes, any uint64) {
-	e := w ^ '\\'*lows
-	return byteMask(zeroBytes(w ^ '"'*lows)), (e-lows)&^e | (w - ' '*lows) | w
-}
-
-// zeroBytes sets the high bit of each byte of w that is zero, and no other.
-func zeroBytes(w uint64) uint64 {
-	return ^((w&lows7 + lows7) | w) & highs
-}
-
-// specialBytes sets the high bit of each byte of w that does not stand for
-// itself in a string (see stringSpecial), and no other.
-func specialBytes(w uint64) uint64 {
-	ctl := w&lows7 + (0x80-' ')*lows // high bit set: not a control character
-	e := w ^ '\\'*lows
-	bs := e&lows7 + lows7 | e // high bit set: not a backslash
-	return (w | ^(ctl & bs)) & highs
+	copy(pad[:], b[blk:])
+	return blockStops(&pad)
 }
 
 // byteMask gathers the high bits of the bytes of w into the low 8 bits.
