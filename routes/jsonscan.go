@@ -241,10 +241,13 @@ const (
 // does not stand for itself in a string: a quote, a backslash, a control
 // character or a byte of a multibyte rune. Marks above the lowest one
 // may be false, so only the lowest counts.
+//
+// A byte b that no borrow reaches gets its mark from b^'"'-1 when it is
+// a quote, b^'\\'-1 a backslash, b-' ' a control character and b itself
+// when it is 0x80 or more; b^'"'-1 and b^'\\'-1 set the high bit of no
+// other byte below 0x80. A borrow comes only from a marked byte below.
 func stringSpecial(w uint64) uint64 {
-	q := w ^ ('"' * lows)
-	e := w ^ ('\\' * lows)
-	return ((q - lows) &^ q) | ((e - lows) &^ e) | (w - ' '*lows) | w
+	return (w^'"'*lows - lows) | (w^'\\'*lows - lows) | (w - ' '*lows) | w
 }
 
 // scanString validates the rest of a string whose opening quote is just

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"encoding/binary"
+	"bytes"
 	"math/bits"
 )
 
@@ -15,8 +16,15 @@ import (
 // the rest (escapes and multibyte runes, fractions and exponents, negative
 // numbers, nesting from 64 levels on, the masks of the next 64 bytes),
 // which skipValue does before running it again. No body can make either
-// recurse.
+// recurse. A value that is not an object or an array is read here, so
+// that run only ever ends a value inside a container.
 func (s *scanner) skipValue(pos, depth int) int {
+	if pos >= len(s.b) {
+		return -1
+	}
+	if c := s.b[pos]; c != '{' && c != '[' {
+		return scanScalar(s.b, pos)
+	}
 	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth, blk: noBlock, resume: atValue}
 	for {
 		switch v.run() {
@@ -47,6 +55,20 @@ func (s *scanner) skipValue(pos, depth int) int {
 			}
 		}
 	}
+}
+
+// scanScalar validates the string, number or literal at b[pos:] and
+// returns the position after it, or -1.
+func scanScalar(b []byte, pos int) int {
+	switch rest := b[pos:]; {
+	case rest[0] == '"':
+		return scanStringEnd(b, pos+1)
+	case bytes.HasPrefix(rest, []byte("true")), bytes.HasPrefix(rest, []byte("null")):
+		return pos + 4
+	case bytes.HasPrefix(rest, []byte("false")):
+		return pos + 5
+	}
+	return scanNumber(b, pos)
 }
 
 // skipper is skipValue's state between runs of its fast loop.
@@ -184,20 +206,12 @@ valueByte: // A value starts at pos, where c is.
 		goto exit
 	}
 
-after: // A value ends at pos: close the containers it ends, go to the next.
+after: // A value inside the container at depth ends at pos.
 	if pos >= uint(len(b)) {
-		if depth == 0 {
-			v.pos = int(pos)
-			return stopDone
-		}
 		return stopInvalid
 	}
 	c = b[pos]
-afterByte: // A value ends at pos, where c is.
-	if depth == 0 {
-		v.pos = int(pos)
-		return stopDone
-	}
+afterByte: // A value inside the container at depth ends at pos, where c is.
 	switch c {
 	case ',':
 		pos++
@@ -235,15 +249,17 @@ closed: // The container at depth closed just before pos.
 	if depth < 64 {
 		near >>= 1
 	}
-	if depth--; depth > 0 {
-		if depth >= 64 {
-			stop, v.resume = stopPop, atAfter
-			goto exit
-		}
-		closer = '}'
-		if near&1 == 0 {
-			closer = ']'
-		}
+	if depth--; depth == 0 {
+		v.pos = int(pos)
+		return stopDone
+	}
+	if depth >= 64 {
+		stop, v.resume = stopPop, atAfter
+		goto exit
+	}
+	closer = '}'
+	if near&1 == 0 {
+		closer = ']'
 	}
 	goto after
 
