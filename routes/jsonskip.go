@@ -159,16 +159,20 @@ valueByte: // A value starts at pos, where c is.
 		pos++
 		goto str
 	case c-'0' <= 9:
-		pos++
-		if c != '0' {
-			for pos < uint(len(b)) && b[pos]-'0' <= 9 {
-				pos++
-			}
-		}
-		if pos >= uint(len(b)) {
+		lead := c
+		if pos++; pos >= uint(len(b)) {
 			goto after
 		}
-		if c = b[pos]; c == '.' || c|0x20 == 'e' {
+		c = b[pos]
+		if lead != '0' {
+			for c-'0' <= 9 {
+				if pos++; pos >= uint(len(b)) {
+					goto after
+				}
+				c = b[pos]
+			}
+		}
+		if c == '.' || c|0x20 == 'e' {
 			stop, v.resume = stopFraction, atAfter
 			goto exit
 		}
