@@ -247,7 +247,9 @@ const (
 // when it is 0x80 or more; b^'"'-1 and b^'\\'-1 set the high bit of no
 // other byte below 0x80. A borrow comes only from a marked byte below.
 func stringSpecial(w uint64) uint64 {
-	return (w^'"'*lows - lows) | (w^'\\'*lows - lows) | (w - ' '*lows) | w
+	quote := (w ^ '"'*lows) - lows
+	backslash := (w ^ '\\'*lows) - lows
+	return quote | backslash | (w - ' '*lows) | w
 }
 
 // scanString validates the rest of a string whose opening quote is just

@@ -1,8 +1,8 @@
 package routes
 
 import (
-	"encoding/binary"
 	"bytes"
+	"encoding/binary"
 	"math/bits"
 )
 
