@@ -294,7 +294,10 @@ name: // The rest of a member name starts at pos.
 	}
 	if q := stops >> off; q != 0 {
 		if end := pos + uint(bits.TrailingZeros64(q)); end < uint(len(b)) && b[end] == '"' {
-			pos = end + 1
+			if pos = end + 1; pos < uint(len(b)) && b[pos] == ':' {
+				pos++
+				goto value
+			}
 			goto nameEnd
 		}
 	} else if blk+64 < uint(len(b)) {
