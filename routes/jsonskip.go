@@ -14,8 +14,8 @@ import (
 // literals, structure and whitespace, are taken by skipper.run, a loop
 // that calls nothing, so that its state stays in registers; it stops for
 // the rest (escapes and multibyte runes, fractions and exponents, negative
-// numbers, nesting from 64 levels on, the masks of the next 64 bytes),
-// which skipValue does before running it again. No body can make either
+// numbers, nesting from 64 levels on, the stops of the last, partial
+// 64-byte block), which skipValue does before running it again. No body can make either
 // recurse. A value that is not an object or an array is read here, so
 // that run only ever ends a value inside a container.
 func (s *scanner) skipValue(pos, depth int) int {
@@ -94,7 +94,7 @@ type skipStop uint8
 const (
 	stopDone     skipStop = iota
 	stopInvalid           // the body is not valid JSON
-	stopBlock             // the masks of the block holding pos are needed
+	stopBlock             // the stops of the last block, at blk, which b ends in
 	stopString            // the rest of a string needs scanString
 	stopNumber            // a number that does not start with a digit
 	stopFraction          // a number's fraction or exponent
