@@ -239,17 +239,21 @@ const (
 
 // stringSpecial marks, by its high bit, each byte of the 8 in w that
 // does not stand for itself in a string: a quote, a backslash, a control
-// character or a byte of a multibyte rune. Marks above the lowest one
-// may be false, so only the lowest counts.
+// character or a byte of a multibyte rune. Every such byte is marked;
+// marks above the lowest one may also be false, so a mark is a place to
+// look, not an answer.
 //
-// A byte b that no borrow reaches gets its mark from b^'"'-1 when it is
-// a quote, b^'\\'-1 a backslash, b-' ' a control character and b itself
-// when it is 0x80 or more; b^'"'-1 and b^'\\'-1 set the high bit of no
-// other byte below 0x80. A borrow comes only from a marked byte below.
+// A byte b that no borrow reaches gets its mark from (b^2)-0x21 when it
+// is a control character or a quote (b^2 is then below 0x21, and no other
+// byte below 0x80 is: flipping bit 1 turns the quote into 0x20 and keeps
+// the control characters below 0x20, the space is 0x22 and '!' 0x23), from
+// b^'\\'-1 when it is a backslash and from b itself when it is 0x80 or
+// more. A borrow comes only from a marked byte below, and only lowers a
+// byte's difference, so it takes no mark away.
 func stringSpecial(w uint64) uint64 {
-	quote := (w ^ '"'*lows) - lows
+	quoteOrControl := (w ^ 2*lows) - 0x21*lows
 	backslash := (w ^ '\\'*lows) - lows
-	return quote | backslash | (w - ' '*lows) | w
+	return quoteOrControl | backslash | w
 }
 
 // scanString validates the rest of a string whose opening quote is just

@@ -2,6 +2,8 @@ package routes
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"strings"
 	"testing"
@@ -270,4 +272,45 @@ func FuzzJSONScan(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestStringSpecial: every byte that does not stand for itself in a
+// string is marked wherever it sits among 8, whatever the bytes below it,
+// and the lowest mark is always such a byte, as the block stops rely on.
+func TestStringSpecial(t *testing.T) {
+	t.Parallel()
+	// Below each tested byte: plain bytes, quotes, controls and high bytes,
+	// which are what can send a borrow up.
+	fills := []byte{'a', ' ', '!', '#', '"', '\\', 0x00, 0x1f, 0x20, 0x21, 0x7f, 0x80, 0xff}
+	for c := 0; c < 256; c++ {
+		special := !stringPlain[c]
+		for i := 0; i < 8; i++ {
+			for _, below := range fills {
+				for _, above := range fills {
+					var w [8]byte
+					for j := range w {
+						switch {
+						case j < i:
+							w[j] = below
+						case j > i:
+							w[j] = above
+						default:
+							w[j] = byte(c)
+						}
+					}
+					m := stringSpecial(binary.LittleEndian.Uint64(w[:])) & highs
+					if special && m>>(8*i+7)&1 == 0 {
+						t.Fatalf("%q: byte %d (%#x) not marked", w, i, c)
+					}
+					if m != 0 {
+						if low := bits.TrailingZeros64(m) >> 3; stringPlain[w[low]] {
+							t.Fatalf("%q: lowest mark on plain byte %d", w, low)
+						}
+					} else if special || !stringPlain[below] && i > 0 || !stringPlain[above] && i < 7 {
+						t.Fatalf("%q: nothing marked", w)
+					}
+				}
+			}
+		}
+	}
 }
