@@ -147,12 +147,7 @@ value: // A value starts at pos.
 	if pos >= uint(len(b)) {
 		return stopInvalid
 	}
-	if c = b[pos]; c <= ' ' {
-		if pos = uint(skipSpaceLoop(b, int(pos))); pos >= uint(len(b)) {
-			return stopInvalid
-		}
-		c = b[pos]
-	}
+	c = b[pos]
 valueByte: // A value starts at pos, where c is.
 	switch {
 	case c == '"':
@@ -171,6 +166,9 @@ valueByte: // A value starts at pos, where c is.
 				}
 				c = b[pos]
 			}
+		}
+		if c == ',' || c == closer {
+			goto afterByte
 		}
 		if c == '.' || c|0x20 == 'e' {
 			stop, v.resume = stopFraction, atAfter
@@ -205,6 +203,10 @@ valueByte: // A value starts at pos, where c is.
 			return stopInvalid
 		}
 		pos += 4
+	case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		// Last: compact bodies have no whitespace.
+		pos = uint(skipSpaceLoop(b, int(pos)))
+		goto value
 	default:
 		stop, v.resume = stopNumber, atAfter
 		goto exit
@@ -250,21 +252,21 @@ opened: // The container at depth opened just before pos.
 	goto value
 
 closed: // The container at depth closed just before pos.
-	if depth < 64 {
-		near >>= 1
+	// near holds the depths below 64 only.
+	if depth >= 64 {
+		if depth--; depth >= 64 {
+			stop, v.resume = stopPop, atAfter
+			goto exit
+		}
+		goto nearCloser
 	}
+	near >>= 1
 	if depth--; depth == 0 {
 		v.pos = int(pos)
 		return stopDone
 	}
-	if depth >= 64 {
-		stop, v.resume = stopPop, atAfter
-		goto exit
-	}
-	closer = '}'
-	if near&1 == 0 {
-		closer = ']'
-	}
+nearCloser: // The innermost container open, at depth, is below 64.
+	closer = ']' | byte(near&1)<<5 // ']'|0x20 is '}'
 	goto after
 
 member: // A member name starts at pos.
