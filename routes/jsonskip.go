@@ -150,9 +150,6 @@ value: // A value starts at pos.
 	c = b[pos]
 valueByte: // A value starts at pos, where c is.
 	switch {
-	case c == '"':
-		pos++
-		goto str
 	case c-'0' <= 9:
 		lead := c
 		if pos++; pos >= uint(len(b)) {
@@ -175,6 +172,9 @@ valueByte: // A value starts at pos, where c is.
 			goto exit
 		}
 		goto afterByte
+	case c == '"':
+		pos++
+		goto str
 	case c == '{' || c == '[':
 		if depth == v.limit {
 			return stopInvalid
