@@ -164,7 +164,18 @@ valueByte: // A value starts at pos, where c is.
 				c = b[pos]
 			}
 		}
-		if c == ',' || c == closer {
+		if c == ',' {
+			pos++
+			if closer == '}' {
+				if pos < uint(len(b)) && b[pos] == '"' {
+					pos++
+					goto name
+				}
+				goto member
+			}
+			goto value
+		}
+		if c == closer {
 			goto afterByte
 		}
 		if c == '.' || c|0x20 == 'e' {
