@@ -2,36 +2,12 @@ package proxy
 
 import (
 	"errors"
-	"net"
 	"net/http"
 	"net/url"
 	"sync/atomic"
 	"syscall"
 	"time"
 )
-
-// NewTransport returns the one Transport every route shares: a keep-alive
-// pool sized for a gateway's fan-in, bounded dial and handshake times, and
-// no response-header timeout of its own (routes set theirs per request).
-func NewTransport() *http.Transport {
-	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
-	return &http.Transport{
-		Proxy:             nil, // a gateway talks to its upstreams directly
-		DialContext:       dialer.DialContext,
-		ForceAttemptHTTP2: true,
-		// The upstream gets the client's Accept-Encoding as sent: the
-		// transport's own gzip would ask for it on behalf of a client
-		// that did not, and decode the answer here, at the gateway's cost.
-		DisableCompression:    true,
-		MaxIdleConns:          2048,
-		MaxIdleConnsPerHost:   512,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: 1 * time.Second,
-		WriteBufferSize:       32 << 10,
-		ReadBufferSize:        32 << 10,
-	}
-}
 
 // errUpstreamTimeout is the cause of a request whose upstream sent no
 // response headers within the route's timeout.
