@@ -31,6 +31,11 @@ type scanner struct {
 	b     []byte
 	path  [][]byte
 	kinds kindStack
+
+	// The stops of the block at blk, kept from one skipValue to the next
+	// (see skipper).
+	blk   int
+	stops uint64
 }
 
 // walk validates the whole body and returns the raw value at the path
@@ -44,6 +49,7 @@ type scanner struct {
 // closes was its parent's path element, so its parent has seen it.
 func (s *scanner) walk() ([]byte, scanStatus) {
 	b, path := s.b, s.path
+	s.blk = noBlock
 	var found []byte
 	depth, want, idx := 0, -1, 0
 	seen, sel := false, true // sel: the value at pos is at path[:depth]
@@ -451,9 +457,27 @@ func appendUnquoted(dst, s []byte, limit int) ([]byte, bool) {
 type kindStack struct {
 	near uint64
 	far  *[maxDepth/64 + 1]uint64
+
+	// spills keeps, for values off the path nested deeper than 63
+	// levels, the full words of skipper.near below the one in use.
+	spills *[maxDepth/63 + 1]uint64
 }
 
-var farKinds = sync.Pool{New: func() any { return new([maxDepth/64 + 1]uint64) }}
+var (
+	farKinds   = sync.Pool{New: func() any { return new([maxDepth/64 + 1]uint64) }}
+	nearSpills = sync.Pool{New: func() any { return new([maxDepth/63 + 1]uint64) }}
+)
+
+// spill keeps w, the i-th word of skipper.near from the outside in.
+func (k *kindStack) spill(i int, w uint64) {
+	if k.spills == nil {
+		k.spills = nearSpills.Get().(*[maxDepth/63 + 1]uint64)
+	}
+	k.spills[i] = w
+}
+
+// unspill is the i-th word kept by spill.
+func (k *kindStack) unspill(i int) uint64 { return k.spills[i] }
 
 func (k *kindStack) set(depth int, obj bool) {
 	if depth >= 64 {
@@ -497,5 +521,9 @@ func (k *kindStack) release() {
 	if k.far != nil {
 		farKinds.Put(k.far)
 		k.far = nil
+	}
+	if k.spills != nil {
+		nearSpills.Put(k.spills)
+		k.spills = nil
 	}
 }

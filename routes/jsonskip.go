@@ -14,10 +14,10 @@ import (
 // literals, structure and whitespace, are taken by skipper.run, a loop
 // that calls nothing, so that its state stays in registers; it stops for
 // the rest (escapes and multibyte runes, fractions and exponents, negative
-// numbers, nesting from 64 levels on, the stops of the last, partial
-// 64-byte block), which skipValue does before running it again. No body can make either
-// recurse. A value that is not an object or an array is read here, so
-// that run only ever ends a value inside a container.
+// numbers, every 63 levels of nesting, the stops of the last, partial
+// 64-byte block), which skipValue does before running it again. No body
+// can make either recurse. A value that is not an object or an array is
+// read here, so that run only ever ends a value inside a container.
 func (s *scanner) skipValue(pos, depth int) int {
 	if pos >= len(s.b) {
 		return -1
@@ -25,10 +25,13 @@ func (s *scanner) skipValue(pos, depth int) int {
 	if c := s.b[pos]; c != '{' && c != '[' {
 		return scanScalar(s.b, pos)
 	}
-	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth, blk: noBlock, resume: atValue}
+	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth, blk: s.blk, stops: s.stops}
+	v.floor = nearFloor(v.limit)
+	v.near = v.floor
 	for {
 		switch v.run() {
 		case stopDone:
+			s.blk, s.stops = v.blk, v.stops
 			return v.pos
 		case stopInvalid:
 			return -1
@@ -47,14 +50,32 @@ func (s *scanner) skipValue(pos, depth int) int {
 				return -1
 			}
 		case stopPush:
-			s.kinds.setFar(depth+v.depth, v.closer == '}')
-		case stopPop:
-			v.closer = ']'
-			if s.kinds.object(depth + v.depth) {
-				v.closer = '}'
+			// near holds 63 levels above its floor of 1, or all that the
+			// limit leaves: keep them below and start an empty word.
+			d := v.spilled + 63 - bits.TrailingZeros64(v.floor)
+			if d >= v.limit {
+				return -1
 			}
+			s.kinds.spill(v.spilled/63, v.near)
+			v.spilled = d
+			v.floor = nearFloor(v.limit - d)
+			v.near = v.floor
+		case stopPop:
+			// The word kept last was full, with a floor of 1.
+			v.spilled -= 63
+			v.near, v.floor = s.kinds.unspill(v.spilled/63), 1
 		}
 	}
+}
+
+// nearFloor is the empty stack of skipper.near for a value in which
+// limit more containers may open: a sentinel bit that reaches bit 63,
+// which makes run stop, when 63 containers are open, or limit if fewer.
+func nearFloor(limit int) uint64 {
+	if limit >= 63 {
+		return 1
+	}
+	return 1 << (63 - limit)
 }
 
 // scanScalar validates the string, number or literal at b[pos:] and
@@ -73,13 +94,16 @@ func scanScalar(b []byte, pos int) int {
 
 // skipper is skipValue's state between runs of its fast loop.
 type skipper struct {
-	b      []byte
-	pos    int
-	depth  int    // containers open in the value
-	limit  int    // the most that may be open in the value
-	near   uint64 // bit i: the container at depth-i (< 64) is an object
-	closer byte   // of the innermost container open: '}' or ']'
-	resume skipResume
+	b   []byte
+	pos int
+	// near is a stack of the containers open in the value, one bit each,
+	// the innermost at bit 0: 1 for an object, 0 for an array. Above them
+	// is a sentinel bit, alone in floor, the stack with none open.
+	near    uint64
+	floor   uint64
+	spilled int // containers open below those in near, kept by skipValue
+	limit   int // the most that may be open in the value
+	resume  skipResume
 
 	// stops marks the bytes of the 64 from blk where a string ends or
 	// needs a closer look (see blockStops).
@@ -98,8 +122,8 @@ const (
 	stopString            // the rest of a string needs scanString
 	stopNumber            // a number that does not start with a digit
 	stopFraction          // a number's fraction or exponent
-	stopPush              // depth, 64 or more, was opened: the kind to record
-	stopPop               // depth, 64 or more, is again the innermost: its closer
+	stopPush              // near is full, and a container opens at pos
+	stopPop               // near is empty, with containers kept below
 )
 
 // skipResume is where skipper.run takes up the scan again.
@@ -108,10 +132,10 @@ type skipResume uint8
 const (
 	atValue   skipResume = iota // a value starts at pos
 	atAfter                     // a value ends at pos
-	atString                    // the rest of a string value starts at pos
+	atObjStr                    // the rest of a member's string value starts at pos
+	atArrStr                    // the rest of an element's string value starts at pos
 	atName                      // the rest of a member name starts at pos
 	atNameEnd                   // a member name ends at pos
-	atOpened                    // the container at depth opened just before pos
 )
 
 // noBlock is a block start that no position is in: pos-noBlock, as run
@@ -121,84 +145,72 @@ const noBlock = -1 << 62
 // run scans until it is done or needs a step it leaves to skipValue.
 // Positions are unsigned here, so that a comparison with len(b) is all
 // the compiler needs to see that an index is in range.
+//
+// Values, strings and what follows them have a copy of their code for
+// objects (obj...) and one for arrays (arr...), so that each knows what
+// may come next; only a container's end looks at near to learn where it
+// is.
 func (v *skipper) run() skipStop {
-	b, pos, depth := v.b, uint(v.pos), v.depth
-	near, closer := v.near, v.closer
+	b, pos, near := v.b, uint(v.pos), v.near
 	blk, stops := uint(v.blk), v.stops
 	var c byte
 	var stop skipStop
 	var off uint
-	inName := false // the block to refill holds a member name, else a string value
+	ret := atName // where refill goes back to
 
 	switch v.resume {
 	case atAfter:
 		goto after
-	case atString:
-		goto str
+	case atObjStr:
+		goto objStr
+	case atArrStr:
+		goto arrStr
 	case atName:
 		goto name
 	case atNameEnd:
 		goto nameEnd
-	case atOpened:
-		goto opened
 	}
 
-value: // A value starts at pos.
+arrValue: // An element starts at pos.
 	if pos >= uint(len(b)) {
 		return stopInvalid
 	}
 	c = b[pos]
-valueByte: // A value starts at pos, where c is.
 	switch {
 	case c-'0' <= 9:
 		lead := c
 		if pos++; pos >= uint(len(b)) {
-			goto after
+			return stopInvalid
 		}
 		c = b[pos]
 		if lead != '0' {
 			for c-'0' <= 9 {
 				if pos++; pos >= uint(len(b)) {
-					goto after
+					return stopInvalid
 				}
 				c = b[pos]
 			}
 		}
 		if c == ',' {
 			pos++
-			if closer == '}' {
-				if pos < uint(len(b)) && b[pos] == '"' {
-					pos++
-					goto name
-				}
-				goto member
-			}
-			goto value
+			goto arrValue
 		}
-		if c == closer {
-			goto afterByte
+		if c == ']' {
+			pos++
+			goto closed
 		}
 		if c == '.' || c|0x20 == 'e' {
 			stop, v.resume = stopFraction, atAfter
 			goto exit
 		}
-		goto afterByte
+		goto arrAfterByte
 	case c == '"':
 		pos++
-		goto str
-	case c == '{' || c == '[':
-		if depth == v.limit {
-			return stopInvalid
-		}
-		depth++
-		pos++
-		closer = c + 2 // '{'+2 is '}', '['+2 is ']'
-		if depth >= 64 {
-			stop, v.resume = stopPush, atOpened
-			goto exit
-		}
-		near = near<<1 | b2u(c == '{')
-		goto opened
+		goto arrStr
+	case c == '{':
+		goto openObject
+	case c == '[':
+		goto openArray
 	case c == 't':
 		if uint(len(b))-pos < 4 || string(b[pos:pos+4]) != "true" {
 			return stopInvalid
@@ -217,68 +229,173 @@ valueByte: // A value starts at pos, where c is.
 	case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 		// Last: compact bodies have no whitespace.
 		pos = uint(skipSpaceLoop(b, int(pos)))
-		goto value
+		goto arrValue
 	default:
 		stop, v.resume = stopNumber, atAfter
 		goto exit
 	}
 
-after: // A value inside the container at depth ends at pos.
+arrAfter: // An element ends at pos.
 	if pos >= uint(len(b)) {
 		return stopInvalid
 	}
 	c = b[pos]
-afterByte: // A value inside the container at depth ends at pos, where c is.
-	switch c {
-	case ',':
+arrAfterByte: // An element ends at pos, where c is.
+	if c == ',' {
 		pos++
-		if closer == '}' {
-			goto member
-		}
-		goto value
-	case closer:
+		goto arrValue
+	}
+	if c == ']' {
 		pos++
 		goto closed
-	case ' ', '\t', '\n', '\r':
+	}
+	if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
 		pos = uint(skipSpaceLoop(b, int(pos)))
-		goto after
+		goto arrAfter
 	}
 	return stopInvalid
 
-opened: // The container at depth opened just before pos.
-	if closer == '}' && pos < uint(len(b)) && b[pos] == '"' {
+objValue: // A member's value starts at pos.
+	if pos >= uint(len(b)) {
+		return stopInvalid
+	}
+	c = b[pos]
+objValueByte: // A member's value starts at pos, where c is.
+	switch {
+	case c-'0' <= 9:
+		lead := c
+		if pos++; pos >= uint(len(b)) {
+			return stopInvalid
+		}
+		c = b[pos]
+		if lead != '0' {
+			for c-'0' <= 9 {
+				if pos++; pos >= uint(len(b)) {
+					return stopInvalid
+				}
+				c = b[pos]
+			}
+		}
+		if c == ',' {
+			pos++
+			if pos < uint(len(b)) && b[pos] == '"' {
+				pos++
+				goto name
+			}
+			goto member
+		}
+		if c == '}' {
+			pos++
+			goto closed
+		}
+		if c == '.' || c|0x20 == 'e' {
+			stop, v.resume = stopFraction, atAfter
+			goto exit
+		}
+		goto objAfterByte
+	case c == '"':
+		pos++
+		goto objStr
+	case c == '{':
+		goto openObject
+	case c == '[':
+		goto openArray
+	case c == 't':
+		if uint(len(b))-pos < 4 || string(b[pos:pos+4]) != "true" {
+			return stopInvalid
+		}
+		pos += 4
+	case c == 'f':
+		if uint(len(b))-pos < 5 || string(b[pos:pos+5]) != "false" {
+			return stopInvalid
+		}
+		pos += 5
+	case c == 'n':
+		if uint(len(b))-pos < 4 || string(b[pos:pos+4]) != "null" {
+			return stopInvalid
+		}
+		pos += 4
+	case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		pos = uint(skipSpaceLoop(b, int(pos)))
+		goto objValue
+	default:
+		stop, v.resume = stopNumber, atAfter
+		goto exit
+	}
+
+objAfter: // A member's value ends at pos.
+	if pos >= uint(len(b)) {
+		return stopInvalid
+	}
+	c = b[pos]
+objAfterByte: // A member's value ends at pos, where c is.
+	if c == ',' {
+		pos++
+		if pos < uint(len(b)) && b[pos] == '"' {
+			pos++
+			goto name
+		}
+		goto member
+	}
+	if c == '}' {
+		pos++
+		goto closed
+	}
+	if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+		pos = uint(skipSpaceLoop(b, int(pos)))
+		goto objAfter
+	}
+	return stopInvalid
+
+openObject: // An object opens at pos.
+	if int64(near) < 0 {
+		stop, v.resume = stopPush, atValue
+		goto exit
+	}
+	near = near<<1 | 1
+	if pos++; pos < uint(len(b)) && b[pos] == '"' {
 		pos++
 		goto name
 	}
 	if pos < uint(len(b)) && b[pos] <= ' ' {
 		pos = uint(skipSpaceLoop(b, int(pos)))
 	}
-	if pos < uint(len(b)) && b[pos] == closer {
+	if pos < uint(len(b)) && b[pos] == '}' {
 		pos++
 		goto closed
 	}
-	if closer == '}' {
-		goto member
-	}
-	goto value
+	goto member
 
-closed: // The container at depth closed just before pos.
-	// near holds the depths below 64 only.
-	if depth >= 64 {
-		if depth--; depth >= 64 {
-			stop, v.resume = stopPop, atAfter
-			goto exit
+openArray: // An array opens at pos.
+	if int64(near) < 0 {
+		stop, v.resume = stopPush, atValue
+		goto exit
+	}
+	near <<= 1
+	if pos++; pos < uint(len(b)) && b[pos] <= ' ' {
+		pos = uint(skipSpaceLoop(b, int(pos)))
+	}
+	if pos < uint(len(b)) && b[pos] == ']' {
+		pos++
+		goto closed
+	}
+	goto arrValue
+
+closed: // The innermost container closed just before pos.
+	if near >>= 1; near == v.floor {
+		v.pos, v.near = int(pos), near
+		v.blk, v.stops = int(blk), stops
+		if v.spilled == 0 {
+			return stopDone
 		}
-		goto nearCloser
+		v.resume = atAfter
+		return stopPop
 	}
-	near >>= 1
-	if depth--; depth == 0 {
-		v.pos = int(pos)
-		return stopDone
+after: // A value ends at pos, in the container near tells.
+	if near&1 != 0 {
+		goto objAfter
 	}
-nearCloser: // The innermost container open, at depth, is below 64.
-	closer = ']' | byte(near&1)<<5 // ']'|0x20 is '}'
-	goto after
+	goto arrAfter
 
 member: // A member name starts at pos.
 	if pos >= uint(len(b)) {
@@ -300,16 +417,18 @@ member: // A member name starts at pos.
 	pos++
 
 name: // The rest of a member name starts at pos.
-	// As for str below.
+	// As for objStr below.
 	if off = pos - blk; off >= 64 {
-		inName = true
+		ret = atName
 		goto refill
 	}
 	if q := stops >> off; q != 0 {
-		if end := pos + uint(bits.TrailingZeros64(q)); end < uint(len(b)) && b[end] == '"' {
-			if pos = end + 1; pos < uint(len(b)) && b[pos] == ':' {
+		// The bytes up to the mark are plain: a step taken past them
+		// leaves pos where scanString may go on.
+		if pos += uint(bits.TrailingZeros64(q)); pos < uint(len(b)) && b[pos] == '"' {
+			if pos++; pos < uint(len(b)) && b[pos] == ':' {
 				pos++
-				goto value
+				goto objValue
 			}
 			goto nameEnd
 		}
@@ -325,44 +444,58 @@ nameEnd: // A member name ends at pos.
 		pos++
 		if pos < uint(len(b)) {
 			if c = b[pos]; c > ' ' {
-				goto valueByte
+				goto objValueByte
 			}
 		}
-		goto value
+		goto objValue
 	}
 	if pos = uint(skipSpace(b, int(pos))); pos >= uint(len(b)) || b[pos] != ':' {
 		return stopInvalid
 	}
 	pos++
-	goto value
+	goto objValue
 
-str: // The rest of a string value starts at pos.
+objStr: // The rest of a member's string value starts at pos.
 	// The stops of the block holding pos give the string's end without a
 	// load that waits for pos: the first one, when it is a quote.
 	if off = pos - blk; off >= 64 {
-		inName = false
+		ret = atObjStr
 		goto refill
 	}
 	if q := stops >> off; q != 0 {
-		if end := pos + uint(bits.TrailingZeros64(q)); end < uint(len(b)) && b[end] == '"' {
-			pos = end + 1
-			goto after
+		if pos += uint(bits.TrailingZeros64(q)); pos < uint(len(b)) && b[pos] == '"' {
+			pos++
+			goto objAfter
 		}
 	} else if blk+64 < uint(len(b)) {
 		pos = blk + 64
-		goto str
+		goto objStr
 	}
 	stop, v.resume = stopString, atAfter
 	goto exit
 
-refill: // The string at pos needs the stops of its block.
+arrStr: // The rest of an element's string value starts at pos.
+	if off = pos - blk; off >= 64 {
+		ret = atArrStr
+		goto refill
+	}
+	if q := stops >> off; q != 0 {
+		if pos += uint(bits.TrailingZeros64(q)); pos < uint(len(b)) && b[pos] == '"' {
+			pos++
+			goto arrAfter
+		}
+	} else if blk+64 < uint(len(b)) {
+		pos = blk + 64
+		goto arrStr
+	}
+	stop, v.resume = stopString, atAfter
+	goto exit
+
+refill: // The string at pos needs the stops of its block; ret goes on.
 	blk = pos &^ 63
 	if uint(len(b))-blk < 64 {
 		v.blk = int(blk) // lastBlockStops pads the last block
-		stop, v.resume = stopBlock, atString
-		if inName {
-			v.resume = atName
-		}
+		stop, v.resume = stopBlock, ret
 		goto exit
 	}
 	{
@@ -378,13 +511,16 @@ refill: // The string at pos needs the stops of its block.
 			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[48:]))&highs)<<48 |
 			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[56:]))&highs)<<56
 	}
-	if inName {
-		goto name
+	switch ret {
+	case atObjStr:
+		goto objStr
+	case atArrStr:
+		goto arrStr
 	}
-	goto str
+	goto name
 
 exit:
-	v.pos, v.depth, v.near, v.closer = int(pos), depth, near, closer
+	v.pos, v.near = int(pos), near
 	v.blk, v.stops = int(blk), stops
 	return stop
 }
