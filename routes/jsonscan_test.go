@@ -214,6 +214,18 @@ func TestJSONScanDepth(t *testing.T) {
 		{"on the path at the bound", nested(maxDepth, "[", "7", "]"), zeros(maxDepth), true, "7"},
 		{"on the path past the bound", nested(maxDepth+1, "[", "7", "]"), zeros(maxDepth + 1), false, ""},
 		{"only openings", strings.Repeat("[", MaxKeyBody), "0", false, ""},
+		// Off the path below a deep path, fewer levels than the skipper's
+		// word holds are left, or a word and some.
+		{"50 left, 50 off the path", nested(maxDepth-50, "[", nested(50, "[", "", "]")+",7", "]"), zeros(maxDepth-51) + ".1", true, "7"},
+		{"50 left, 51 off the path", nested(maxDepth-50, "[", nested(51, "[", "", "]")+",7", "]"), zeros(maxDepth-51) + ".1", false, ""},
+		{"100 left, 100 off the path", nested(maxDepth-100, "[", nested(100, "[", "", "]")+",7", "]"), zeros(maxDepth-101) + ".1", true, "7"},
+		{"100 left, 101 off the path", nested(maxDepth-100, "[", nested(101, "[", "", "]")+",7", "]"), zeros(maxDepth-101) + ".1", false, ""},
+		{"126 left, 126 off the path", nested(maxDepth-126, "[", nested(126, "[", "", "]")+",7", "]"), zeros(maxDepth-127) + ".1", true, "7"},
+		{"126 left, 127 off the path", nested(maxDepth-126, "[", nested(127, "[", "", "]")+",7", "]"), zeros(maxDepth-127) + ".1", false, ""},
+		// Objects and arrays in turn across the words of the skipper's
+		// stack, and values after each end, so a kind restored wrong fails.
+		{"kinds across words", `{"a":` + nested(100, `[{"k":`, "1", `,"z":2}]`) + `,"x":1}`, "x", true, "1"},
+		{"kinds across words, ends swapped", `{"a":` + nested(31, `[{"k":`, nested(1, `[{"k":`, "1", `]}`)+nested(1, `[{"k":`, "1", `,"z":2}]`), `,"z":2}]`) + `,"x":1}`, "x", false, ""},
 		{"only object openings", strings.Repeat(`{"a":`, MaxKeyBody/5), "a", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
