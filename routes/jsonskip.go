@@ -425,11 +425,13 @@ name: // The rest of a member name starts at pos.
 	if q := stops >> off; q != 0 {
 		// The bytes up to the mark are plain: a step taken past them
 		// leaves pos where scanString may go on.
-		if pos += uint(bits.TrailingZeros64(q)); pos < uint(len(b)) && b[pos] == '"' {
-			if pos++; pos < uint(len(b)) && b[pos] == ':' {
-				pos++
-				goto objValue
-			}
+		pos += uint(bits.TrailingZeros64(q))
+		if pos+1 < uint(len(b)) && uint16(b[pos])|uint16(b[pos+1])<<8 == '"'|':'<<8 {
+			pos += 2
+			goto objValue
+		}
+		if pos < uint(len(b)) && b[pos] == '"' {
+			pos++
 			goto nameEnd
 		}
 	} else if blk+64 < uint(len(b)) {
