@@ -465,7 +465,13 @@ objStr: // The rest of a member's string value starts at pos.
 		goto refill
 	}
 	if q := stops >> off; q != 0 {
-		if pos += uint(bits.TrailingZeros64(q)); pos < uint(len(b)) && b[pos] == '"' {
+		pos += uint(bits.TrailingZeros64(q))
+		// Most often the next member's name follows at once.
+		if pos+2 < uint(len(b)) && uint32(b[pos])|uint32(b[pos+1])<<8|uint32(b[pos+2])<<16 == '"'|','<<8|'"'<<16 {
+			pos += 3
+			goto name
+		}
+		if pos < uint(len(b)) && b[pos] == '"' {
 			pos++
 			goto objAfter
 		}
