@@ -182,13 +182,14 @@ arrValue: // An element starts at pos.
 		if pos++; pos >= uint(len(b)) {
 			return stopInvalid
 		}
-		c = b[pos]
-		if lead != '0' {
-			for c-'0' <= 9 {
+		if c = b[pos]; c-'0' <= 9 && lead != '0' {
+			for {
 				if pos++; pos >= uint(len(b)) {
 					return stopInvalid
 				}
-				c = b[pos]
+				if c = b[pos]; c-'0' > 9 {
+					break
+				}
 			}
 		}
 		if c == ',' {
@@ -267,13 +268,16 @@ objValueByte: // A member's value starts at pos, where c is.
 		if pos++; pos >= uint(len(b)) {
 			return stopInvalid
 		}
-		c = b[pos]
-		if lead != '0' {
-			for c-'0' <= 9 {
+		// A number of one digit is the most common, and one that starts
+		// with 0 has no more.
+		if c = b[pos]; c-'0' <= 9 && lead != '0' {
+			for {
 				if pos++; pos >= uint(len(b)) {
 					return stopInvalid
 				}
-				c = b[pos]
+				if c = b[pos]; c-'0' > 9 {
+					break
+				}
 			}
 		}
 		if c == ',' {
