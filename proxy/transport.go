@@ -41,8 +41,8 @@ import (
 // the upstream before any answer came; keeps at most maxIdlePerHost idle
 // connections per upstream and closes those idle for idleTimeout; bounds an
 // answer's head to maxHeadBytes and its informational (1xx) answers to
-// five; and never reuses a connection that has bytes left after an answer
-// or whose answer was not read to its end.
+// five; and never reuses a connection that has bytes left after an answer,
+// whose answer was not read to its end, or that switched protocols.
 type Transport struct {
 	base           http.RoundTripper // for every request the direct path does not take
 	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -305,7 +305,9 @@ func (t *Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request) 
 		}
 		return nil, err
 	}
-	keep := !resp.Close
+	// After a 101 the connection speaks another protocol (ReverseProxy
+	// answers 502 to one no upgrade asked for): it is never reused.
+	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
 	if resp.Body == http.NoBody {
 		if stop() && keep && c.br.Buffered() == 0 {
 			t.keep(c)

@@ -265,6 +265,9 @@ func TestTransportReusesOnlyCleanConnections(t *testing.T) {
 		{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", body: "ok"},
 		{name: "bytes after the answer", answer: okAnswer + "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged", body: "ok"},
 		{name: "body not read to its end", answer: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", body: "0", readHalf: true},
+		// Whatever follows a switch of protocols is not HTTP; it must
+		// never be read as the answer to the next request.
+		{name: "switching protocols unasked", answer: "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -576,4 +579,43 @@ func TestTransportConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// An upstream that switches protocols on a request that asked for no
+// upgrade gets the client a 502, and what it sends next on that connection
+// never reaches the next client.
+func TestGatewayUnaskedSwitchIsBadGateway(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int32
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if n.Add(1) == 1 {
+			// What the switched connection sends is the upstream's
+			// business, even when it looks like an answer.
+			answer(c, br, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n")
+			for answer(c, br, "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged") {
+			}
+			return
+		}
+		for answer(c, br, okAnswer) {
+		}
+	})
+	srv, _ := newTestGateway(t, "routes:\n  - name: up\n    upstream: %s\n", up.url())
+	resp, err := http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("unasked 101: got %d %q, want 502 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	resp, err = http.Get(srv.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "ok" {
+		t.Fatalf("next request: got %d %q, want 200 ok", resp.StatusCode, b)
+	}
 }
