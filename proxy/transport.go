@@ -18,7 +18,7 @@ import (
 // Transport is the RoundTripper every route shares. It is safe for
 // concurrent use.
 //
-// A request with no body of its own, an idempotent method and no protocol
+// A GET, HEAD, OPTIONS or TRACE with no body of its own and no protocol
 // upgrade, going to a plain http:// upstream (a GET, which is most of what a
 // gateway forwards), is written and its answer read on the caller's own
 // goroutine, over an HTTP/1.1 keep-alive connection from the Transport's
@@ -36,8 +36,8 @@ import (
 // Like http.Transport, which watches each idle connection from its read
 // goroutine, the direct path never takes for an answer what an upstream
 // sent on an idle connection: before it reuses one, it checks (a
-// non-blocking peek) that nothing came on it. Like http.Transport, it sends an idempotent request again,
-// on another connection, when a kept-alive one turns out to be closed by
+// non-blocking peek) that nothing came on it. Like http.Transport, it sends
+// such a request again, on another connection, when a kept-alive one turns out to be closed by
 // the upstream before any answer came; keeps at most maxIdlePerHost idle
 // connections per upstream and closes those idle for idleTimeout; bounds an
 // answer's head to maxHeadBytes and its informational (1xx) answers to
@@ -130,7 +130,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, context.Cause(ctx)
 		}
 		// The upstream closed a kept-alive connection before it
-		// answered; an idempotent request goes again on another one.
+		// answered; a GET, HEAD, OPTIONS or TRACE goes again on
+		// another one.
 	}
 }
 
@@ -140,7 +141,9 @@ func direct(req *http.Request) bool {
 		return false
 	}
 	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	// The methods http.Transport sends again on a stale connection
+	// (Request.isReplayable): the direct path retries each the same way.
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 	default:
 		return false
 	}
