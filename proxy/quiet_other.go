@@ -8,7 +8,10 @@ import "net"
 // its last answer was read: no byte and no close.
 type quietCheck func() bool
 
-// newQuietCheck returns nil: without a non-blocking peek, an idle
-// connection the upstream closed shows when it is used, and an idempotent
-// request then goes again on another one.
+// canPeek is false: without a non-blocking peek, bytes an upstream sent on
+// an idle connection would be taken for the next answer, so every request
+// goes through http.Transport, whose read goroutine watches idle
+// connections.
+const canPeek = false
+
 func newQuietCheck(net.Conn) quietCheck { return nil }

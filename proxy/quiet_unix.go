@@ -11,6 +11,9 @@ import (
 // its last answer was read: no byte and no close.
 type quietCheck func() bool
 
+// canPeek says the direct path can check an idle connection before reuse.
+const canPeek = true
+
 // newQuietCheck returns the check for c, made once per connection, or nil
 // when c has no socket to peek at.
 func newQuietCheck(c net.Conn) quietCheck {

@@ -137,7 +137,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // direct reports whether req takes the direct path (see Transport).
 func direct(req *http.Request) bool {
-	if req.URL.Scheme != "http" || req.Close || (req.Body != nil && req.Body != http.NoBody) {
+	if !canPeek || req.URL.Scheme != "http" || req.Close || (req.Body != nil && req.Body != http.NoBody) {
 		return false
 	}
 	switch req.Method {
@@ -168,7 +168,7 @@ func direct(req *http.Request) bool {
 // h1Conn is one connection of the direct path.
 type h1Conn struct {
 	conn   net.Conn
-	quiet  quietCheck    // nil where the platform cannot tell
+	quiet  quietCheck    // nil when the connection has no socket to peek at
 	br     *bufio.Reader // reads through head
 	bw     *bufio.Writer
 	abort  func() // ends the connection's reads and writes at once
