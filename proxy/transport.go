@@ -37,12 +37,15 @@ import (
 // goroutine, the direct path never takes for an answer what an upstream
 // sent on an idle connection: before it reuses one, it checks (a
 // non-blocking peek) that nothing came on it. Like http.Transport, it sends
-// such a request again, on another connection, when a kept-alive one turns out to be closed by
-// the upstream before any answer came; keeps at most maxIdlePerHost idle
-// connections per upstream and closes those idle for idleTimeout; bounds an
-// answer's head to maxHeadBytes and its informational (1xx) answers to
-// five; and never reuses a connection that has bytes left after an answer,
-// whose answer was not read to its end, or that switched protocols.
+// such a request again, on another connection, when a kept-alive one turns
+// out to be closed by the upstream before any answer came; keeps at most
+// maxIdlePerHost idle connections per upstream and closes those idle for
+// idleTimeout; bounds an answer's head, informational (1xx) answers
+// included, to maxHeadBytes; and never reuses a connection that has bytes
+// left after an answer, whose answer was not read to its end, or that
+// switched protocols. Unlike http.Transport, which leaves the count of
+// informational answers passed on to the trace to its caller, it takes at
+// most max1xx of them before the final answer.
 type Transport struct {
 	base           http.RoundTripper // for every request the direct path does not take
 	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -325,6 +328,10 @@ func (t *Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request) 
 
 var aLongTimeAgo = time.Unix(1, 0)
 
+// max1xx is how many informational answers may come before the final one;
+// ReverseProxy passes each on to the client.
+const max1xx = 4
+
 func (t *Transport) readAnswer(ctx context.Context, c *h1Conn, req *http.Request) (*http.Response, error) {
 	if err := req.Write(c.bw); err != nil {
 		return nil, stale(c, err)
@@ -348,7 +355,7 @@ func (t *Transport) readAnswer(ctx context.Context, c *h1Conn, req *http.Request
 		}
 		// An informational answer: ReverseProxy passes it on through
 		// its trace, as it does for http.Transport.
-		if n == 4 {
+		if n == max1xx {
 			return nil, errTooMany1xx
 		}
 		if trace := httptrace.ContextClientTrace(ctx); trace != nil && trace.Got1xxResponse != nil {
