@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // Errors of CanonicalPath. Each answers 400: an upstream framework could
@@ -16,6 +18,7 @@ var (
 	ErrPathEscape  = errors.New("path has an invalid % escape")
 	ErrNotAbsolute = errors.New("path must start with /")
 	ErrHostPort    = errors.New("host has a port that is not a number")
+	ErrHostChar    = errors.New("host has a byte no host may hold")
 )
 
 // CanonicalPath returns the canonical form of an escaped request path:
@@ -134,8 +137,14 @@ func CanonicalMethod(m string) string { return upperASCII(m) }
 // port (80, or 443 when tls), and without an empty port. Canonicalising
 // its result again changes nothing. A port that is not a number (":.",
 // "[::1]x") is ErrHostPort: the gateway and an upstream could split such
-// a host differently.
+// a host differently. A byte that net/http's server refuses in a Host
+// field (a space, a control, anything not ASCII) is ErrHostChar: "a .",
+// with its dot dropped, would end in a space the next parser trims, so
+// the gateway would key one host and the upstream read another.
 func CanonicalHost(host string, tls bool) (string, error) {
+	if !httpguts.ValidHostHeader(host) {
+		return "", ErrHostChar
+	}
 	name, port := host, ""
 	if strings.HasPrefix(host, "[") {
 		if i := strings.IndexByte(host, ']'); i >= 0 {

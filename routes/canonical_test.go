@@ -71,6 +71,11 @@ func TestCanonicalHost(t *testing.T) {
 		{"acme.example.com:80.", false, "", ErrHostPort},
 		{"[::1]x", false, "", ErrHostPort},
 		{"[::1].", false, "", ErrHostPort},
+		{"0 .", false, "", ErrHostChar},
+		{"acme.example.com\t:80", false, "", ErrHostChar},
+		{"acme.example.com\u00a0", false, "", ErrHostChar},
+		{"acme\x00.example.com", false, "", ErrHostChar},
+		{"acme.example.com/v1", false, "", ErrHostChar},
 	} {
 		if got, err := CanonicalHost(tc.in, tc.tls); got != tc.want || err != tc.err {
 			t.Errorf("CanonicalHost(%q, tls %v): got %q, %v; want %q, %v", tc.in, tc.tls, got, err, tc.want, tc.err)
