@@ -251,7 +251,7 @@ func TestCanonicalRequestRaw(t *testing.T) {
 	for _, body := range []string{`{"phone":15550002.0}`, `{"phone":1.5550002e7}`, `{"phone":155500020e-1}`} {
 		reqs = append(reqs, rawRequest("POST /v1/otp HTTP/1.1", body, ct))
 	}
-	for _, target := range []string{"/v1/otp/", "//v1/otp", "/V1/OTP", "/v1/otp;x=1", "/v1;x/otp", "/x/..;/v1/otp", `/x\..\v1/otp`, "/x/%2e%2e/v1/otp"} {
+	for _, target := range []string{"/v1/otp/", "//v1/otp", "/V1/OTP", "/v1/otp;x=1", "/v1;x/otp", "/x/..;/v1/otp", `/x\..\v1/otp`, "/x/%2e%2e/v1/otp", `/v1;"%2Fotp`} {
 		reqs = append(reqs, rawRequest("POST "+target+" HTTP/1.1", victim, ct))
 	}
 	reqs = append(reqs,

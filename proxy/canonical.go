@@ -62,6 +62,12 @@ func canonicalPath(u *url.URL) error {
 		return routes.ErrNotAbsolute
 	}
 	esc := u.EscapedPath()
+	if u.RawPath != "" && u.RawPath != esc {
+		// The client's spelling is no valid escaping ("/a\";%2Fb" has a
+		// raw quote), so what is forwarded is Path escaped anew, where
+		// the %2F is a real slash. Routes must read that, not RawPath.
+		u.RawPath = ""
+	}
 	c, err := routes.CanonicalPath(esc)
 	if err != nil || c == esc {
 		return err

@@ -239,6 +239,7 @@ func TestCanonicalRequest(t *testing.T) {
 		{"cookie twice on two lines", req("GET /v1/keyed HTTP/1.1", []string{"Cookie: sid=a", "Cookie: sid=b"}, ""), 400, "", "", nil, nil},
 		{"key sources once", req("GET /v1/keyed?api_key=q HTTP/1.1", []string{"X-API-Key: h", "Cookie: sid=c; other=1"}, ""), 200, "GET", "/keyed/keyed?api_key=q", []string{"h|q|c"}, nil},
 		{"query with a semicolon", req("GET /v1/keyed?api_key=a;api_key=b&x=1 HTTP/1.1", nil, ""), 200, "GET", "/keyed/keyed?x=1", []string{"||"}, nil},
+		{"path parameter with a raw quote and an encoded slash", req("POST /v1;\"%2Fotp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1;%22/otp", []string{"+15550001"}, nil},
 		{"encoded slash stays encoded", req("GET /v1/keyed/a%2Fb HTTP/1.1", nil, ""), 200, "GET", "/keyed/keyed/a%2Fb", []string{"||"}, nil},
 		{"strip_prefix ignores case and parameters", req("GET /V1;p/keyed/x HTTP/1.1", nil, ""), 200, "GET", "/keyed/keyed/x", []string{"||"}, nil},
 		{"host", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
