@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -243,6 +244,7 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 		MaxHeaderBytes: 1 << 20,
 		ErrorLog:       errorLog(s.log),
 		TLSConfig:      tc,
+		ConnState:      takeTurns,
 	}
 	if cfg := s.cfg.Load(); cfg != nil {
 		// The header timeout also bounds a TLS handshake, and runs from
@@ -252,6 +254,23 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 		srv.IdleTimeout = cfg.KeepaliveTimeout
 	}
 	return srv
+}
+
+// takeTurns yields the processor each time a keep-alive connection has
+// finished a request, before it reads the next one, so that under load the
+// connections are served in turn.
+//
+// Without it a connection whose next request has already arrived is
+// served again at once: its goroutine hands the processor back and forth
+// with the goroutine net/http runs beside each request, and a goroutine
+// readied that way runs next and inherits the time slice, so one
+// connection can keep a processor for the scheduler's whole 10 ms slice
+// while the others wait. On 2 cores at saturation the p99 of a 429 was 13
+// times its median (README › Performance).
+func takeTurns(_ net.Conn, state http.ConnState) {
+	if state == http.StateIdle {
+		runtime.Gosched()
+	}
 }
 
 // redirecting serves the plain listener of a TLS configuration: redirect
