@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // TestWebSocketUpgradePassesThrough upgrades a connection through sluice to
@@ -60,6 +63,111 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 		}
 	}
 }
+
+// TestH2CUpgradeIsNotTunnelled: only a WebSocket handshake may switch
+// protocols through sluice. The upstream here switches to HTTP/2 on
+// "Upgrade: h2c" as a lenient server may (it does not insist that
+// HTTP2-Settings be named in Connection, which sluice's hop-by-hop
+// handling would remove). Were the upgrade tunnelled, the client would
+// speak HTTP/2 to the upstream through a connection sluice no longer
+// reads, and send /v1/otp as often as it liked: here 5 times against a
+// limit of 1. The client asks as curl --http2 does for an http:// URL.
+func TestH2CUpgradeIsNotTunnelled(t *testing.T) {
+	t.Parallel()
+	var otp atomic.Int64 // /v1/otp requests that reached the upstream
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/otp" {
+			otp.Add(1)
+		}
+		fmt.Fprintf(w, "%s %s", r.Proto, r.URL.Path)
+	})
+	up := newUpstream(t)
+	up.Handle = func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Header.Get("Upgrade"), "h2c") {
+			inner(w, r)
+			return
+		}
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\nConnection: Upgrade\r\n\r\n")
+		rw.Flush()
+		(&http2.Server{}).ServeConn(conn, &http2.ServeConnOpts{Handler: inner})
+	}
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+admin: ""
+routes:
+  - name: otp
+    match: {path: /v1/otp}
+    upstream: %s
+    limits: [{algorithm: fixed_window, limit: 1, window: 1m, key: [ip]}]
+  - name: rest
+    match: {path_prefix: /}
+    upstream: %s
+`, up.URL, up.URL)
+	in := start(t, writeConfig(t, cfg))
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(in.HTTP, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		// The tunnel is open: show what it lets through.
+		cc, err := (&http2.Transport{}).NewClientConn(&bufferedConn{conn, br})
+		if err != nil {
+			t.Fatalf("upgrade tunnelled (101); HTTP/2 over it: %v", err)
+		}
+		for range 5 {
+			req, _ := http.NewRequest("POST", "http://x/v1/otp", nil)
+			if resp, err := cc.RoundTrip(req); err == nil {
+				resp.Body.Close()
+			}
+		}
+		t.Fatalf("upgrade to h2c tunnelled (101): %d requests to /v1/otp reached the upstream past a limit of 1", otp.Load())
+	}
+	if resp.StatusCode != 200 || string(body) != "HTTP/1.1 /" {
+		t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, body, "HTTP/1.1 /")
+	}
+	for _, r := range up.Requests() {
+		if v := r.Header.Values("Upgrade"); len(v) > 0 {
+			t.Errorf("upstream got Upgrade %q", v)
+		}
+		if v := r.Header.Values("Http2-Settings"); len(v) > 0 {
+			t.Errorf("upstream got HTTP2-Settings %q", v)
+		}
+	}
+	// The connection goes on as HTTP/1.1, under the limit.
+	var got []int
+	for range 3 {
+		fmt.Fprintf(conn, "POST /v1/otp HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		got = append(got, resp.StatusCode)
+	}
+	if fmt.Sprint(got) != "[200 429 429]" || otp.Load() != 1 {
+		t.Errorf("then /v1/otp over HTTP/1.1: got %v with %d at the upstream, want [200 429 429] with 1", got, otp.Load())
+	}
+}
+
+// bufferedConn reads what its reader has buffered before the connection.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // TestStreamedRequestBody sends a chunked body of unknown length; the
 // upstream receives it whole.

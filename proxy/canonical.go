@@ -86,8 +86,9 @@ func canonicalPath(u *url.URL) error {
 // cleanHeaders drops the fields that must reach neither the matcher nor
 // the upstream: names containing "_" (WSGI and CGI upstreams read
 // X_Forwarded_For as X-Forwarded-For), fields named in Connection (hop by
-// hop: the upstream never gets them, so neither do routes and keys), and
-// from an untrusted peer the forwarding fields.
+// hop: the upstream never gets them, so neither do routes and keys), an
+// Upgrade to anything but WebSocket, and from an untrusted peer the
+// forwarding fields.
 func cleanHeaders(h http.Header, trusted bool) {
 	for name := range h {
 		if strings.IndexByte(name, '_') >= 0 || !trusted && untrusted(name) {
@@ -107,6 +108,18 @@ func cleanHeaders(h http.Header, trusted bool) {
 			}
 			deleteField(h, tok)
 		}
+	}
+	// Only a WebSocket handshake may switch protocols through sluice.
+	// After a 101 the connection is a tunnel whose requests no limit
+	// sees: an upstream that took "Upgrade: h2c" would serve HTTP/2 on
+	// it, as many requests as the client sends. Any other upgrade is
+	// ignored, as RFC 9110 lets a server do, and the request goes on as
+	// HTTP/1.1; HTTP2-Settings means nothing without one.
+	if up := h["Upgrade"]; up != nil {
+		if len(up) != 1 || !strings.EqualFold(strings.TrimSpace(up[0]), "websocket") {
+			delete(h, "Upgrade")
+		}
+		delete(h, "Http2-Settings")
 	}
 }
 

@@ -251,6 +251,10 @@ func TestCanonicalRequest(t *testing.T) {
 		{"header named in Connection is no key", req("GET /v1/keyed HTTP/1.1", []string{"X-API-Key: k", "Connection: X-API-Key"}, ""), 200, "GET", "/keyed/keyed", []string{"||"}, []string{"X-Api-Key"}},
 		{"header named in Connection matches nothing", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "Connection: x-api-version"}, ""), 200, "GET", "/all/v1/v2", nil, []string{"X-Api-Version"}},
 		{"header matches", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2"}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, nil},
+		{"upgrade to h2c", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "Connection: Upgrade, HTTP2-Settings", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA"}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, []string{"Upgrade", "Http2-Settings"}},
+		{"upgrade to h2c without naming its settings", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "Connection: Upgrade", "Upgrade: h2c", "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA"}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, []string{"Upgrade", "Http2-Settings"}},
+		{"upgrade to websocket or h2c", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "Connection: Upgrade", "Upgrade: websocket, h2c"}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, []string{"Upgrade"}},
+		{"upgrade given twice", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "Connection: Upgrade", "Upgrade: websocket", "Upgrade: h2c"}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, []string{"Upgrade"}},
 		{"untrusted forwarding fields", req("GET /v1/v2 HTTP/1.1", []string{
 			"X-Api-Version: 2", "X-Forwarded-For: 198.51.100.1", "X-Real-IP: 198.51.100.2", "True-Client-IP: 198.51.100.3",
 			"Forwarded: for=198.51.100.4", "X-Forwarded-Prefix: /admin", "X-Forwarded-Port: 8443", "X-Forwarded-Ssl: on",
