@@ -83,6 +83,13 @@ routes:
 // authority, and returns the answer's status.
 func h2Status(t *testing.T, addr, authority string) int {
 	t.Helper()
+	return h2Send(t, addr, [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", authority}, {":path", "/"}})
+}
+
+// h2Send sends a request of the given fields, pseudo-fields first, over a
+// new HTTP/2 connection and returns the answer's status.
+func h2Send(t *testing.T, addr string, fields [][2]string) int {
+	t.Helper()
 	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +105,7 @@ func h2Status(t *testing.T, addr, authority string) int {
 	fr := http2.NewFramer(c, c)
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", authority}, {":path", "/"}} {
+	for _, f := range fields {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
 	if err := fr.WriteSettings(); err != nil {
@@ -111,7 +118,7 @@ func h2Status(t *testing.T, addr, authority string) int {
 	for {
 		f, err := fr.ReadFrame()
 		if err != nil {
-			t.Fatalf(":authority %q: no answer: %v", authority, err)
+			t.Fatalf("%q: no answer: %v", fields, err)
 		}
 		switch f := f.(type) {
 		case *http2.SettingsFrame:
@@ -119,7 +126,7 @@ func h2Status(t *testing.T, addr, authority string) int {
 				fr.WriteSettingsAck()
 			}
 		case *http2.RSTStreamFrame:
-			t.Fatalf(":authority %q: stream reset: %v", authority, f.ErrCode)
+			t.Fatalf("%q: stream reset: %v", fields, f.ErrCode)
 		case *http2.HeadersFrame:
 			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
 			if err != nil {
@@ -131,7 +138,85 @@ func h2Status(t *testing.T, addr, authority string) int {
 					return n
 				}
 			}
-			t.Fatalf(":authority %q: an answer without :status", authority)
+			t.Fatalf("%q: an answer without :status", fields)
 		}
+	}
+}
+
+// TestHTTP2FieldValuesTrimmed: net/http's HTTP/2 server keeps the spaces
+// and tabs around a field value, and the request line's rules do not hold
+// for :path. Every value is keyed and matched as the upstream gets it,
+// trimmed (Header.Write trims on the way out), so " victim" and "victim\t"
+// are victim's bucket; a query with a space or a "#" reaches the upstream
+// re-encoded, as the key read it.
+func TestHTTP2FieldValuesTrimmed(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string // key and query at the upstream
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Header.Get("X-Api-Key")+" "+r.URL.RawQuery)
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+routes:
+  - name: v2
+    match: {path: /v2, headers: {X-Api-Version: "2"}}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [global]}
+  - name: keyed
+    match: {path: /keyed}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [header:X-API-Key, query:q]}
+  - name: all
+    upstream: %[1]s
+`, up.URL)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	g.Load(cfg, store)
+	srv := httptest.NewUnstartedServer(g)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+	req := func(path string, fields ...string) [][2]string {
+		f := [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "acme.example.com"}, {":path", path}}
+		for i := 0; i < len(fields); i += 2 {
+			f = append(f, [2]string{fields[i], fields[i+1]})
+		}
+		return f
+	}
+	var statuses []int
+	for _, v := range []string{"victim", " victim", "victim ", "\tvictim", "victim\t", "  victim \t"} {
+		statuses = append(statuses, h2Send(t, addr, req("/keyed", "x-api-key", v)))
+	}
+	if fmt.Sprint(statuses) != "[200 200 429 429 429 429]" {
+		t.Errorf("x-api-key victim with spaces and tabs around: got %v, want [200 200 429 429 429 429]", statuses)
+	}
+	statuses = nil
+	for _, v := range []string{"2", " 2", "2\t"} {
+		statuses = append(statuses, h2Send(t, addr, req("/v2", "x-api-version", v)))
+	}
+	if fmt.Sprint(statuses) != "[200 429 429]" {
+		t.Errorf("x-api-version 2 with spaces and tabs around: got %v, want [200 429 429] (the limited route each time)", statuses)
+	}
+	statuses = nil
+	for _, p := range []string{"/keyed?q=p2 x", "/keyed?q=p2+x", "/keyed?q=p2#0", "/keyed?q=p2%230"} {
+		statuses = append(statuses, h2Send(t, addr, req(p)))
+	}
+	if fmt.Sprint(statuses) != "[200 200 200 200]" {
+		t.Errorf("queries with a space and a #: got %v, want 200 each", statuses)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if g := fmt.Sprintf("%q", got); g != `["victim " "victim " " " " q=p2+x" " q=p2+x" " q=p2%230" " q=p2%230"]` {
+		t.Errorf("upstream got %s", g)
 	}
 }

@@ -88,11 +88,19 @@ func canonicalPath(u *url.URL) error {
 // X_Forwarded_For as X-Forwarded-For), fields named in Connection (hop by
 // hop: the upstream never gets them, so neither do routes and keys), an
 // Upgrade to anything but WebSocket, and from an untrusted peer the
-// forwarding fields.
+// forwarding fields. It trims the spaces and tabs around every value, as
+// the upstream gets it: HTTP/2 leaves them in (" victim" and "victim\t"
+// would be keys of their own), and so does an HTTP/1 continuation line.
 func cleanHeaders(h http.Header, trusted bool) {
-	for name := range h {
+	for name, vs := range h {
 		if strings.IndexByte(name, '_') >= 0 || !trusted && untrusted(name) {
 			delete(h, name)
+			continue
+		}
+		for i, v := range vs {
+			if v != "" && (isBlank(v[0]) || isBlank(v[len(v)-1])) {
+				vs[i] = strings.Trim(v, " \t")
+			}
 		}
 	}
 	for _, line := range h["Connection"] {
@@ -176,7 +184,8 @@ func untrusted(name string) bool {
 
 // cleanQuery returns raw reduced to the pairs that parse, as
 // httputil.ReverseProxy would reduce it on the way out: a query with a
-// ";" or a broken escape is re-encoded from what url.ParseQuery keeps.
+// ";" or a broken escape is re-encoded from what url.ParseQuery keeps, and
+// so is one with a "#", a space or a control character.
 // Doing it here means the keys read the query the upstream receives.
 func cleanQuery(raw string) string {
 	if strings.Count(raw, "&") >= maxQueryParams {
@@ -184,8 +193,17 @@ func cleanQuery(raw string) string {
 	}
 	for i := 0; i < len(raw); i++ {
 		switch raw[i] {
-		case ';':
+		case ';', '#', ' ', '\x7f':
+			// A ';' separates pairs for some upstreams; a '#' starts
+			// a fragment for most, which drop what follows ("?k=v#1"
+			// is k=v there, a key of its own here); spaces and control
+			// characters, which HTTP/2 lets through, would break the
+			// request line. Re-encoded, each is data to both sides.
 			return reencodeQuery(raw)
+		default:
+			if raw[i] < ' ' {
+				return reencodeQuery(raw)
+			}
 		case '%':
 			if i+2 >= len(raw) || !isHex(raw[i+1]) || !isHex(raw[i+2]) {
 				return reencodeQuery(raw)
@@ -195,6 +213,10 @@ func cleanQuery(raw string) string {
 	}
 	return raw
 }
+
+// isBlank reports whether c is the optional whitespace around a field
+// value: a space or a tab.
+func isBlank(c byte) bool { return c == ' ' || c == '\t' }
 
 // maxQueryParams is the number of query parameters net/url parses (and
 // httputil.ReverseProxy keeps) by default.

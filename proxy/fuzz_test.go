@@ -26,7 +26,7 @@ func readRaw(method, target, host string) (*http.Request, bool) {
 // changes nothing, and the canonical method, host and path have the
 // promised shape.
 func FuzzCanonicalRequest(f *testing.F) {
-	for _, p := range []string{"/v1/otp", "/v1/otp/", "//v1/otp", "/V1/OTP", "/v1/otp;x=1", "/v1;x/otp", "/x/..;/v1/otp", `/x\..\v1/otp`, "/a%2Fb", "/v1/otp%00", "/v1/otp?api_key=a&api_key=b", "/v1/otp?api_key=a;api_key=b", "*"} {
+	for _, p := range []string{"/v1/otp", "/v1/otp/", "//v1/otp", "/V1/OTP", "/v1/otp;x=1", "/v1;x/otp", "/x/..;/v1/otp", `/x\..\v1/otp`, "/a%2Fb", "/v1/otp%00", "/v1/otp?api_key=a&api_key=b", "/v1/otp?api_key=a;api_key=b", "/v1/otp?api_key=a#1", "/v1/otp?api_key=a\x01", "*"} {
 		f.Add("POST", "acme.example.com", p)
 	}
 	for _, h := range []string{"ACME.example.com", "acme.example.com.", "acme.example.com:80", "[::1]:80", "acme.example.com:0080"} {
@@ -47,6 +47,9 @@ func FuzzCanonicalRequest(f *testing.F) {
 		esc := r.URL.EscapedPath()
 		if strings.Contains(esc, "//") || strings.ContainsRune(esc, '\\') {
 			t.Fatalf("canonical path %q has // or a backslash", esc)
+		}
+		if strings.ContainsFunc(r.URL.RawQuery, func(c rune) bool { return c == '#' || c <= ' ' || c == 0x7f }) {
+			t.Fatalf("canonical query %q has a #, a space or a control character", r.URL.RawQuery)
 		}
 		again, ok := readRaw(r.Method, r.URL.RequestURI(), r.Host)
 		if !ok {
