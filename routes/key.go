@@ -219,19 +219,25 @@ func AppendClient(dst []byte, a netip.Addr) []byte {
 }
 
 // appendQuery writes the value of parameter name in raw, decoding it only
-// when it is escaped. It reports false when name occurs more than once.
+// when it is escaped. It reports false when name occurs more than once,
+// counting every parameter that an upstream framework reads as name (see
+// sameName).
 func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
 	found := false
 	var val string
 	for raw != "" {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
+		if kv == "" {
+			continue
+		}
 		k, v, _ := strings.Cut(kv, "=")
 		if strings.ContainsAny(k, "%+") {
-			if uk, err := url.QueryUnescape(k); err != nil || uk != name {
+			uk, err := url.QueryUnescape(k)
+			if err != nil || !sameName(uk, name) {
 				continue
 			}
-		} else if k != name {
+		} else if !sameName(k, name) {
 			continue
 		}
 		if found {
@@ -252,9 +258,52 @@ func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
 	return append(dst, val...), true
 }
 
+// sameName reports whether an upstream framework may read the parameter
+// or cookie called k as the one called name. Besides k == name, PHP (so
+// Laravel, Symfony, WordPress) drops leading spaces from a name and turns
+// spaces, dots and an unclosed "[" into "_", so that "api.key" is its
+// api_key; and PHP, Rack and Express's qs read "api_key[]" and
+// "api_key[x]" as api_key, an array. Both sides are compared in that form,
+// so that "api.key=victim&api_key=decoy" is api_key twice, a duplicate,
+// rather than decoy here and victim upstream.
+func sameName(k, name string) bool {
+	if k == name {
+		return true
+	}
+	if !strings.ContainsAny(k, " .[") && !strings.ContainsAny(name, " .[") {
+		return false
+	}
+	f := frameworkName(k)
+	return f != "" && f == frameworkName(name)
+}
+
+// frameworkName is the name PHP gives the parameter or cookie k, and the
+// base name of an array parameter ("a[]", "a[x]"), a form in which
+// distinct names of one framework may be equal: it errs towards taking
+// two parameters for one.
+func frameworkName(k string) string {
+	k = strings.TrimLeft(k, " ")
+	if i := strings.IndexByte(k, '['); i > 0 && strings.IndexByte(k[i:], ']') > 0 {
+		k = k[:i]
+	}
+	if !strings.ContainsAny(k, " .[") {
+		return k
+	}
+	b := []byte(k) // byte by byte: a name need not be UTF-8
+	for i, c := range b {
+		if c == ' ' || c == '.' || c == '[' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
 // appendCookie writes the value of the cookie called name, without
 // surrounding quotes. It reports false when name occurs more than once,
-// in one Cookie line or across several.
+// in one Cookie line or across several, counting every cookie that an
+// upstream framework reads as name: names are compared escapes decoded
+// and as sameName does. The value is written as the frameworks that
+// decode it read it (see appendCookieValue).
 func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 	found := false
 	var val string
@@ -263,21 +312,87 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 			var part string
 			part, line, _ = strings.Cut(line, ";")
 			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-			if !ok || strings.TrimSpace(k) != name {
+			if !ok {
+				continue
+			}
+			if k = strings.TrimSpace(k); strings.ContainsAny(k, "%+") {
+				var buf [64]byte
+				k = string(appendUnescaped(buf[:0], k))
+			}
+			if !sameName(k, name) {
 				continue
 			}
 			if found {
 				return dst, false
 			}
-			v = strings.TrimSpace(v)
-			if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
-				v = v[1 : len(v)-1]
-			}
-			found, val = true, v
+			found, val = true, strings.TrimSpace(v)
 		}
 	}
-	return append(dst, val...), true
+	return appendCookieValue(dst, val), true
 }
+
+// appendCookieValue writes a cookie's value v as the frameworks that
+// decode cookie values read it, so that spellings one of them reads as
+// one value are one key here. Express, Rack and PHP decode %XX escapes
+// (%76ictim is victim to them); Rack and PHP also read "+" as a space,
+// which Express does not, so "+" and " " are one here, decoded or not.
+// Python's http.cookies, under Django, strips the quotes around a value
+// and decodes its backslash escapes ("\166ictim" is victim). Values
+// without any of these are written as they are.
+func appendCookieValue(dst []byte, v string) []byte {
+	if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+		if strings.IndexByte(v, '\\') >= 0 {
+			var buf [256]byte
+			return appendUnescaped(dst, string(appendUnquotedCookie(buf[:0], v)))
+		}
+	}
+	return appendUnescaped(dst, v)
+}
+
+// appendUnescaped writes s with its %XX escapes decoded and every "+"
+// (as sent or decoded) written as a space. A "%" that starts no escape is
+// kept, as PHP and Express keep it.
+func appendUnescaped(dst []byte, s string) []byte {
+	if !strings.ContainsAny(s, "%+") {
+		return append(dst, s...)
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			c = unhex(s[i+1])<<4 | unhex(s[i+2])
+			i += 2
+		}
+		if c == '+' {
+			c = ' '
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// appendUnquotedCookie writes the inside of a quoted cookie value with
+// its backslash escapes decoded as Python's http.cookies decodes them:
+// a backslash and three octal digits is that byte, a backslash and any
+// other byte is that byte.
+func appendUnquotedCookie(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) {
+			if i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+				c = (s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0')
+				i += 3
+			} else {
+				c = s[i+1]
+				i++
+			}
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+func isOctal(c byte) bool { return '0' <= c && c <= '7' }
 
 // MaxKeyLen bounds the bucket key kept per consumer. Longer keys (a huge
 // header, say) are replaced by their digest, so a client cannot make each
