@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"fmt"
@@ -90,6 +91,13 @@ func h2Status(t *testing.T, addr, authority string) int {
 // new HTTP/2 connection and returns the answer's status.
 func h2Send(t *testing.T, addr string, fields [][2]string) int {
 	t.Helper()
+	return h2SendBody(t, addr, fields, "")
+}
+
+// h2SendBody is h2Send with a body, sent as one DATA frame that ends the
+// stream, with no content-length field unless fields has one.
+func h2SendBody(t *testing.T, addr string, fields [][2]string, body string) int {
+	t.Helper()
 	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +119,13 @@ func h2Send(t *testing.T, addr string, fields [][2]string) int {
 	if err := fr.WriteSettings(); err != nil {
 		t.Fatal(err)
 	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: body == "", EndHeaders: true}); err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		if err := fr.WriteData(1, true, []byte(body)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	dec := hpack.NewDecoder(4096, nil)
 	for {
@@ -218,5 +231,78 @@ routes:
 	defer mu.Unlock()
 	if g := fmt.Sprintf("%q", got); g != `["victim " "victim " " " " q=p2+x" " q=p2+x" " q=p2%230" " q=p2%230"]` {
 		t.Errorf("upstream got %s", g)
+	}
+}
+
+// TestConnectIsRefused: sluice forwards no CONNECT. Over HTTP/2 the body
+// of one has no length, and Go's HTTP/1 transport writes a CONNECT body of
+// unknown length as it is, neither chunked nor with a Content-Length: an
+// upstream reads "CONNECT / HTTP/1.1" as a request without a body and the
+// body as the requests that follow, which no route matched and no limit
+// counted. Here those are three POST /v1/otp past a limit of one. Over
+// HTTP/1.1 the method is refused all the same: an upstream that speaks
+// CONNECT could make its connection a tunnel.
+func TestConnectIsRefused(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+routes:
+  - name: otp
+    match: {path: /v1/otp, methods: [POST]}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [global]}
+  - name: rest
+    upstream: %[1]s
+`, up.URL)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	g.Load(cfg, store)
+	srv := httptest.NewUnstartedServer(g)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	addr := srv.Listener.Addr().String()
+
+	otp := func() string {
+		return "POST /v1/otp HTTP/1.1\r\nHost: up\r\nContent-Length: 2\r\n\r\n{}"
+	}
+	if s := h2SendBody(t, addr, [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "acme.example.com"}, {":path", "/v1/otp"}}, "{}"); s != 200 {
+		t.Fatalf("first POST /v1/otp: got %d, want 200", s)
+	}
+	if s := h2SendBody(t, addr, [][2]string{{":method", "CONNECT"}, {":authority", "acme.example.com:443"}}, otp()+otp()+otp()); s != http.StatusNotImplemented {
+		t.Errorf("CONNECT over HTTP/2: got %d, want 501", s)
+	}
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(c, "CONNECT acme.example.com:443 HTTP/1.1\r\nHost: acme.example.com:443\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "CONNECT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotImplemented || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("CONNECT over HTTP/1.1: got %d %s, want 501 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	time.Sleep(100 * time.Millisecond) // what the upstream would read after an unframed body
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != "[POST /v1/otp]" {
+		t.Errorf("upstream got %q, want the one POST /v1/otp", got)
 	}
 }

@@ -123,6 +123,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Error(rec, http.StatusBadRequest, err.Error())
 		return
 	}
+	if r.Method == http.MethodConnect {
+		// A gateway is no forward proxy. Over HTTP/2 a CONNECT's body
+		// has no length, and Go's HTTP/1 transport writes such a body
+		// as it is, unframed: the upstream would read it as requests
+		// that no route matched and no limit counted.
+		if r.ProtoMajor == 1 {
+			rec.Header().Set("Connection", "close")
+		}
+		problem.Error(rec, http.StatusNotImplemented, "sluice does not forward CONNECT")
+		return
+	}
 	match := s.cfg.Table.Match(r)
 	if match == nil {
 		problem.Error(rec, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)

@@ -74,6 +74,7 @@ testdata/bad_key_source.yaml:6:32: policies.per-thing.key[3]: invalid JSON field
 testdata/bad_match.yaml:6:13: routes[0].match.path: must start with /
 testdata/bad_match.yaml:7:7: routes[0].match.path_prefix: set path or path_prefix, not both
 testdata/bad_match.yaml:8:17: routes[0].match.methods[0]: invalid method "GE T"
+testdata/bad_match.yaml:8:25: routes[0].match.methods[1]: sluice does not forward CONNECT (it answers 501)
 testdata/bad_match.yaml:9:17: routes[0].match.headers.Host: match the host with match.host
 testdata/bad_match.yaml:9:46: routes[0].match.headers.x-a: header X-A is listed twice`},
 	{"bad_max_body.yaml", `testdata/bad_max_body.yaml:4:15: routes[0].max_body: invalid size "10MB/s" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)

@@ -355,6 +355,10 @@ func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
 			d.errorf(v.n, index(field(path, "methods"), i), "invalid method %q", v.v)
 			continue
 		}
+		if strings.EqualFold(v.v, "CONNECT") {
+			d.errorf(v.n, index(field(path, "methods"), i), "sluice does not forward CONNECT (it answers 501)")
+			continue
+		}
 		rt.methods = append(rt.methods, strings.ToUpper(v.v))
 	}
 	hp := field(path, "headers")
