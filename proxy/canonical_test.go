@@ -231,6 +231,8 @@ func TestCanonicalRequest(t *testing.T) {
 		{"path backslashes", req(`POST /x\..\v1/otp HTTP/1.1`, []string{jsonCT}, `{"phone":"+15550001"}`), 400, "", "", nil, nil},
 		{"path escaped dot-dot", req("POST /x/%2e%2e/v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 400, "", "", nil, nil},
 		{"path encoded NUL", req("POST /v1/otp%00 HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 400, "", "", nil, nil},
+		{"path with a Kelvin sign", req("GET /v1/%E2%84%AAeyed HTTP/1.1", nil, ""), 200, "GET", "/keyed/%E2%84%AAeyed", []string{"||"}, nil},
+		{"path with a long s, keyed folded", req("GET /V1/HO%C5%BFT/ HTTP/1.1", nil, ""), 200, "GET", "/host/V1/HO%C5%BFT/", []string{"acme.example.com|GET|/v1/host"}, nil},
 		{"method lower case", req("post /v1/otp HTTP/1.1", []string{jsonCT}, `{"phone":"+15550001"}`), 200, "POST", "/otp/v1/otp", []string{"+15550001"}, nil},
 		{"header twice", req("GET /v1/keyed HTTP/1.1", []string{"X-API-Key: a", "X-Api-Key: b"}, ""), 400, "", "", nil, nil},
 		{"query parameter twice", req("GET /v1/keyed?api_key=a&api_key=b HTTP/1.1", nil, ""), 400, "", "", nil, nil},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -217,27 +218,63 @@ func lowerASCII(s string) string {
 	return s
 }
 
-// equalFoldASCII reports whether a and b are equal ignoring ASCII case.
-func equalFoldASCII(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x == y {
+// foldedPrefixLen returns the length of the prefix of p that equals
+// prefix ignoring case, or -1 when p does not start with it. Case is
+// ignored as upstream frameworks ignore it: ASCII letters, and the four
+// other letters whose simple case mapping is an ASCII one, which ASP.NET
+// Core's OrdinalIgnoreCase and Java's equalsIgnoreCase take for that
+// letter: "ı" and "İ" are i, "ſ" is s and the Kelvin sign "K" is k, so
+// "/logın" is a spelling of "/login" to such an upstream.
+func foldedPrefixLen(p, prefix string) int {
+	i := 0
+	for j := 0; j < len(prefix); j++ {
+		if i >= len(p) {
+			return -1
+		}
+		if x, y := p[i], prefix[j]; x == y || lowerByte(x) == lowerByte(y) {
+			i++
 			continue
 		}
-		if 'A' <= x && x <= 'Z' {
-			x += 'a' - 'A'
+		if l, n := foldToASCII(p[i:]); n > 0 && l == lowerByte(prefix[j]) {
+			i += n
+			continue
 		}
-		if 'A' <= y && y <= 'Z' {
-			y += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
+		return -1
 	}
-	return true
+	return i
+}
+
+// foldToASCII returns the ASCII letter that s starts with a non-ASCII
+// spelling of, as foldedPrefixLen takes it (U+0131 and U+0130 for i,
+// U+017F for s, U+212A for k), and that spelling's length; 0, 0 when s
+// starts with none.
+func foldToASCII[T string | []byte](s T) (byte, int) {
+	switch {
+	case len(s) >= 2 && s[0] == 0xc4 && (s[1] == 0xb1 || s[1] == 0xb0):
+		return 'i', 2
+	case len(s) >= 2 && s[0] == 0xc5 && s[1] == 0xbf:
+		return 's', 2
+	case len(s) >= 3 && s[0] == 0xe2 && s[1] == 0x84 && s[2] == 0xaa:
+		return 'k', 3
+	}
+	return 0, 0
+}
+
+// foldInPlace folds the letters of b as foldedPrefixLen compares them,
+// ASCII lower case and the four others as their ASCII letter, and returns
+// it, as long or shorter.
+func foldInPlace(b []byte) []byte {
+	w := 0
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if l, n := foldToASCII(b[i:]); n > 0 {
+			c = l
+			i += n - 1
+		}
+		b[w] = lowerByte(c)
+		w++
+	}
+	return b[:w]
 }
 
 // MatchPath returns the path routes match against for a canonical URL:
@@ -293,9 +330,9 @@ func appendStripped(dst []byte, path string, escaped bool) []byte {
 }
 
 // StripPrefix removes prefix from u's canonical path as routes see it:
-// escapes decoded, ASCII case ignored when fold, and ";parameters" of the
-// segments it removes dropped with them. A path without the prefix is left
-// as it is.
+// escapes decoded, case ignored when fold (see foldedPrefixLen), and
+// ";parameters" of the segments it removes dropped with them. A path
+// without the prefix is left as it is.
 func StripPrefix(u *url.URL, prefix string, fold bool) {
 	esc := u.EscapedPath()
 	i, j := 0, 0
@@ -314,7 +351,17 @@ func StripPrefix(u *url.URL, prefix string, fold bool) {
 			c, n = unhex(esc[i+1])<<4|unhex(esc[i+2]), 3
 		}
 		if p := prefix[j]; c != p && !(fold && lowerByte(c) == lowerByte(p)) {
-			return
+			if !fold || c < utf8.RuneSelf {
+				return
+			}
+			// A letter that folds to p (see foldToASCII), escaped
+			// byte by byte as EscapedPath writes it.
+			r, m := decodeEscapedRune(esc[i:])
+			var rb [utf8.UTFMax]byte
+			if l, _ := foldToASCII(utf8.AppendRune(rb[:0], r)); r == utf8.RuneError || l != lowerByte(p) {
+				return
+			}
+			n = m
 		}
 		i, j = i+n, j+1
 	}
@@ -337,6 +384,27 @@ func StripPrefix(u *url.URL, prefix string, fold bool) {
 	if u.EscapedPath() != rest {
 		u.RawPath = rest
 	}
+}
+
+// decodeEscapedRune decodes the rune that esc starts with, its bytes
+// raw or %XX-escaped, and returns it with the length of its spelling.
+func decodeEscapedRune(esc string) (rune, int) {
+	var b [utf8.UTFMax]byte
+	n, i := 0, 0
+	for n < len(b) && i < len(esc) {
+		if esc[i] == '%' && i+2 < len(esc) && isHex(esc[i+1]) && isHex(esc[i+2]) {
+			b[n] = unhex(esc[i+1])<<4 | unhex(esc[i+2])
+			i += 3
+		} else {
+			b[n] = esc[i]
+			i++
+		}
+		n++
+		if r, size := utf8.DecodeRune(b[:n]); r != utf8.RuneError || size > 1 {
+			return r, i
+		}
+	}
+	return utf8.RuneError, 0
 }
 
 func lowerByte(c byte) byte {

@@ -119,3 +119,35 @@ func TestMatchPath(t *testing.T) {
 		}
 	}
 }
+
+// TestStripPrefix: the prefix comes off the path as routes compare it,
+// letters folded when the route ignores case, a non-ASCII spelling of an
+// ASCII letter (see foldToASCII) whole.
+func TestStripPrefix(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		path, prefix string
+		fold         bool
+		want         string
+	}{
+		{"/api/v1/otp", "/api", true, "/v1/otp"},
+		{"/API;x/v1", "/api", true, "/v1"},
+		{"/API/v1", "/api", false, "/API/v1"},
+		{"/ap%C4%B1/v1", "/api", true, "/v1"},
+		{"/ap\u0131/v1", "/api", true, "/v1"},
+		{"/%C5%BFms/%C4%B1", "/sms", true, "/%C4%B1"},
+		{"/ap%C4%B1/v1", "/api", false, "/ap%C4%B1/v1"},
+		{"/ap%C3%AF/v1", "/api", true, "/ap%C3%AF/v1"},
+		{"/ap%C4/v1", "/api", true, "/ap%C4/v1"},
+		{"/api", "/api", true, "/"},
+	} {
+		u, err := url.Parse(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		StripPrefix(u, tc.prefix, tc.fold)
+		if got := u.EscapedPath(); got != tc.want {
+			t.Errorf("StripPrefix(%q, %q, %v): got %q, want %q", tc.path, tc.prefix, tc.fold, got, tc.want)
+		}
+	}
+}

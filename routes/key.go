@@ -135,6 +135,9 @@ type Key struct {
 	sources []source
 	route   string
 	text    string
+	// foldPath: the route ignores case, so the path source is keyed
+	// folded as the route compares it (see appendPathKey).
+	foldPath bool
 }
 
 // String returns the key list as configured, joined by '|', like
@@ -192,7 +195,7 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 			dst = append(dst, r.Method...)
 		case srcPath:
 			if r.URL != nil {
-				dst = appendMatchPath(dst, r.URL)
+				dst = appendPathKey(dst, r.URL, k.foldPath)
 			}
 		case srcGlobal:
 			dst = append(dst, globalValue...)
@@ -393,6 +396,22 @@ func appendUnquotedCookie(dst []byte, s string) []byte {
 }
 
 func isOctal(c byte) bool { return '0' <= c && c <= '7' }
+
+// appendPathKey writes the path source's value: the path routes match,
+// without one trailing slash (Express and Rails serve /a/ as /a), and with
+// its letters folded when the route ignores case, since the upstream that
+// the route ignores case for reads /V1/Users/ALICE as /v1/users/alice.
+func appendPathKey(dst []byte, u *url.URL, fold bool) []byte {
+	start := len(dst)
+	dst = appendMatchPath(dst, u)
+	if fold {
+		dst = dst[:start+len(foldInPlace(dst[start:]))]
+	}
+	if len(dst)-start > 1 && dst[len(dst)-1] == '/' {
+		dst = dst[:len(dst)-1]
+	}
+	return dst
+}
 
 // MaxKeyLen bounds the bucket key kept per consumer. Longer keys (a huge
 // header, say) are replaced by their digest, so a client cannot make each

@@ -148,3 +148,41 @@ func BenchmarkKeyAppend(b *testing.B) {
 		}
 	})
 }
+
+// TestPathKey: the path source is the path the route matched, without one
+// trailing slash, folded as the route compares paths: /V1/Users/ALICE/ is
+// /v1/users/alice to an upstream that ignores case, as the route does.
+func TestPathKey(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `
+routes:
+  - name: folds
+    match: {path_prefix: /v1/users/}
+    upstream: http://127.0.0.1:9000
+    limits: [{algorithm: fixed_window, limit: 1, window: 1s, key: [path]}]
+  - name: exact
+    match: {path_prefix: /v2/users/, case_sensitive: true}
+    upstream: http://127.0.0.1:9000
+    limits: [{algorithm: fixed_window, limit: 1, window: 1s, key: [path]}]
+`, noEnv)
+	for _, tc := range []struct{ target, want string }{
+		{"/v1/users/alice", "/v1/users/alice"},
+		{"/V1/Users/ALICE/", "/v1/users/alice"},
+		{"/v1/users;x/al%C4%B1ce;y", "/v1/users/alice"},
+		{"/v1/users/%C5%BFam/%E2%84%AAim", "/v1/users/sam/kim"},
+		{"/v1/users/%C3%A9", "/v1/users/\u00e9"},
+		{"/v2/users/ALICE/", "/v2/users/ALICE"},
+		{"/v2/users/al%C4%B1ce", "/v2/users/al\u0131ce"},
+		{"/", "/"},
+	} {
+		r := httptest.NewRequest("GET", tc.target, nil)
+		rt := c.Table.Match(r)
+		if rt == nil {
+			rt = c.Table.Routes[0]
+		}
+		got, err := rt.Limits[0].Key.Append(nil, r, netip.Addr{}, nil)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s on route %s: got %q, %v; want %q", tc.target, rt.Name, got, err, tc.want)
+		}
+	}
+}

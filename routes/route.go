@@ -61,7 +61,7 @@ type Route struct {
 	wildcard   bool   // host is a suffix like ".example.com"
 	path       string
 	pathPrefix string
-	caseSens   bool // paths compare exactly, not ignoring ASCII case
+	caseSens   bool // paths compare exactly, not ignoring case
 	methods    []string
 	headers    []headerMatch
 }
@@ -86,8 +86,9 @@ type Limit struct {
 // condition of the route's match: host (port and a trailing dot ignored,
 // case-insensitive; "*.example.com" matches any name below example.com but
 // not example.com itself), exact path (also with one trailing slash) or
-// plain path prefix, compared to MatchPath ignoring ASCII case unless the
-// route is case-sensitive, method, and headers.
+// plain path prefix, compared to MatchPath ignoring case (see
+// foldedPrefixLen) unless the route is case-sensitive, method (HEAD
+// included in GET), and headers.
 func (rt *Route) Matches(r *http.Request) bool { return rt.matches(r, MatchPath(r.URL)) }
 
 func (rt *Route) matches(r *http.Request, p string) bool {
@@ -102,17 +103,18 @@ func (rt *Route) matches(r *http.Request, p string) bool {
 		}
 	}
 	if rt.path != "" {
-		if len(p) == len(rt.path)+1 && p[len(p)-1] == '/' {
-			p = p[:len(p)-1]
-		}
-		if !rt.samePath(p, rt.path) {
+		// The whole path, or all of it but one trailing slash.
+		if n := rt.prefixLen(p, rt.path); n != len(p) && (n != len(p)-1 || p[n] != '/') {
 			return false
 		}
 	}
-	if rt.pathPrefix != "" && (len(p) < len(rt.pathPrefix) || !rt.samePath(p[:len(rt.pathPrefix)], rt.pathPrefix)) {
+	if rt.pathPrefix != "" && rt.prefixLen(p, rt.pathPrefix) < 0 {
 		return false
 	}
-	if len(rt.methods) > 0 && !contains(rt.methods, r.Method) {
+	if len(rt.methods) > 0 && !contains(rt.methods, r.Method) && !(r.Method == http.MethodHead && contains(rt.methods, http.MethodGet)) {
+		// A HEAD is a GET to most frameworks (Go's ServeMux, Express,
+		// Rails, Spring, Django run the GET handler for it), so a route
+		// for GET takes HEAD too, as nginx's limit_except GET does.
 		return false
 	}
 	for _, h := range rt.headers {
@@ -124,14 +126,19 @@ func (rt *Route) matches(r *http.Request, p string) bool {
 }
 
 // CaseSensitive reports whether the route compares paths exactly
-// (match.case_sensitive) rather than ignoring ASCII case.
+// (match.case_sensitive) rather than ignoring case.
 func (rt *Route) CaseSensitive() bool { return rt.caseSens }
 
-func (rt *Route) samePath(a, b string) bool {
+// prefixLen returns the length of the prefix of p that is prefix, as the
+// route compares paths, or -1.
+func (rt *Route) prefixLen(p, prefix string) int {
 	if rt.caseSens {
-		return a == b
+		if strings.HasPrefix(p, prefix) {
+			return len(prefix)
+		}
+		return -1
 	}
-	return equalFoldASCII(a, b)
+	return foldedPrefixLen(p, prefix)
 }
 
 // requestHost returns the request's host without port or trailing dot.
@@ -247,7 +254,7 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 		if deref(ln).Kind != yaml.ScalarNode {
 			all[def.pol.Name] = def.pol
 		}
-		key := &Key{sources: def.sources, route: rt.Name, text: def.text}
+		key := &Key{sources: def.sources, route: rt.Name, text: def.text, foldPath: !rt.caseSens}
 		rt.Limits = append(rt.Limits, &Limit{
 			Policy:      def.pol,
 			Key:         key,

@@ -26,6 +26,18 @@ routes:
   - name: case-sensitive-prefix
     match: {path_prefix: /v5/A/, case_sensitive: true}
     upstream: http://127.0.0.1:9000
+  - name: get-only
+    match: {path: /v6/search, methods: [GET]}
+    upstream: http://127.0.0.1:9000
+  - name: login
+    match: {path_prefix: /v7/sms/login}
+    upstream: http://127.0.0.1:9000
+  - name: kick
+    match: {path: /v8/kick}
+    upstream: http://127.0.0.1:9000
+  - name: cs-login
+    match: {path: /v9/login, case_sensitive: true}
+    upstream: http://127.0.0.1:9000
   - name: ipv6-host
     match: {host: "::1"}
     upstream: http://127.0.0.1:9000
@@ -68,6 +80,18 @@ func TestMatch(t *testing.T) {
 		{"header any value", "GET", "/v3/a", "x", map[string][]string{"X-Api-Version": {"1", "2"}, "X-Empty": {""}}, "versioned"},
 		{"header value differs", "GET", "/v3/a", "x", map[string][]string{"X-Api-Version": {"3"}, "X-Empty": {""}}, "catch-all"},
 		{"header missing", "GET", "/v3/a", "x", map[string][]string{"X-Api-Version": {"2"}}, "catch-all"},
+		{"HEAD on a GET route", "HEAD", "/v6/search", "x", nil, "get-only"},
+		{"POST not on a GET route", "POST", "/v6/search", "x", nil, "catch-all"},
+		{"HEAD not on a POST route", "HEAD", "/v2/orders", "x", nil, "catch-all"},
+		{"dotless i is i", "GET", "/v7/sms/log%C4%B1n", "x", nil, "login"},
+		{"dotted capital I is i", "GET", "/v7/sms/LOG%C4%B0N", "x", nil, "login"},
+		{"long s is s", "GET", "/v7/%C5%BFms/login/x", "x", nil, "login"},
+		{"raw long s is s", "GET", "/v7/\u017fms/login", "x", nil, "login"},
+		{"Kelvin sign is k", "GET", "/v8/%E2%84%AAic%E2%84%AA", "x", nil, "kick"},
+		{"exact path with a folded letter and a trailing slash", "GET", "/v6/%C5%BFearch/", "x", nil, "get-only"},
+		{"other letters are not folded", "GET", "/v7/sms/log%C3%AFn", "x", nil, "catch-all"},
+		{"case-sensitive route folds nothing", "GET", "/v4/Exact", "x", nil, "case-sensitive"},
+		{"case-sensitive route takes no dotless i", "GET", "/v9/log%C4%B1n", "x", nil, "catch-all"},
 		{"bracketed IPv6 host", "GET", "/", "[::1]:8080", nil, "ipv6-host"},
 		{"bare IPv6 host", "GET", "/", "::1", nil, "ipv6-host"},
 	} {
