@@ -134,6 +134,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Error(rec, http.StatusNotImplemented, "sluice does not forward CONNECT")
 		return
 	}
+	if h := s.cfg.Table.RepeatedMatchHeader(r); h != "" {
+		problem.Error(rec, http.StatusBadRequest, "header "+h+" is given more than once; routes match on it")
+		return
+	}
 	match := s.cfg.Table.Match(r)
 	if match == nil {
 		problem.Error(rec, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)

@@ -64,7 +64,10 @@ func CanonicalPath(escaped string) (string, error) {
 	for rest := escaped[1:]; ; {
 		seg, tail, more := strings.Cut(rest, "/")
 		name, _, _ := strings.Cut(seg, ";")
-		if dotSegment(name) {
+		// The whole segment too: an upstream that reads ";" as a plain
+		// byte (nginx) decodes "x;%2F..%2Fv1" to "x;/../v1" and
+		// resolves the "..".
+		if dotSegment(name) || len(name) < len(seg) && dotSegment(seg) {
 			return "", ErrDotSegment
 		}
 		if !more {
@@ -300,8 +303,27 @@ func appendMatchPath(dst []byte, u *url.URL) []byte {
 
 // appendStripped appends path without its segments' ";parameters" and
 // without the empty segments they leave, decoding escapes when escaped.
-// A trailing slash stays.
+// A trailing slash stays. Slashes decoded from %2F merge with their
+// neighbours as repeated slashes do ("/v1/%2Fotp" is "/v1/otp"), as an
+// upstream that decodes %2F (nginx) merges them.
 func appendStripped(dst []byte, path string, escaped bool) []byte {
+	start := len(dst)
+	dst = appendSegments(dst, path, escaped)
+	if !escaped {
+		return dst
+	}
+	w := start
+	for i := start; i < len(dst); i++ {
+		if dst[i] == '/' && w > start && dst[w-1] == '/' {
+			continue
+		}
+		dst[w] = dst[i]
+		w++
+	}
+	return dst[:w]
+}
+
+func appendSegments(dst []byte, path string, escaped bool) []byte {
 	if !strings.HasPrefix(path, "/") {
 		return append(dst, path...)
 	}
@@ -332,7 +354,8 @@ func appendStripped(dst []byte, path string, escaped bool) []byte {
 // StripPrefix removes prefix from u's canonical path as routes see it:
 // escapes decoded, case ignored when fold (see foldedPrefixLen), and
 // ";parameters" of the segments it removes dropped with them. A path
-// without the prefix is left as it is.
+// without the prefix, or in which it ends inside a segment, is left as it
+// is.
 func StripPrefix(u *url.URL, prefix string, fold bool) {
 	esc := u.EscapedPath()
 	i, j := 0, 0
@@ -366,6 +389,12 @@ func StripPrefix(u *url.URL, prefix string, fold bool) {
 		i, j = i+n, j+1
 	}
 	rest := esc[i:]
+	if !strings.HasSuffix(prefix, "/") && rest != "" && rest[0] != '/' && rest[0] != ';' && !strings.HasPrefix(rest, "%2F") && !strings.HasPrefix(rest, "%2f") {
+		// The prefix ends inside a segment: "/api" is no prefix of
+		// "/apiv1/otp" to strip, whose rest would be "/v1/otp", another
+		// route's path (or "/../v1/otp" from "/api../v1/otp").
+		return
+	}
 	if strings.HasPrefix(rest, ";") {
 		if k := strings.IndexByte(rest, '/'); k >= 0 {
 			rest = rest[k:]

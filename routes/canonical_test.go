@@ -30,6 +30,10 @@ func TestCanonicalPath(t *testing.T) {
 		{"/x/..", "", ErrDotSegment},
 		{"/x/%2e%2E/v1", "", ErrDotSegment},
 		{"/x%2F..%2Fv1", "", ErrDotSegment},
+		{"/x;%2F..%2Fv1%2Fotp", "", ErrDotSegment},
+		{"/v1/x;%2F%2E%2E/otp", "", ErrDotSegment},
+		{"/v1/x;y=..", "/v1/x;y=..", nil},
+		{"/v1/x;%2F..y", "/v1/x;%2F..y", nil},
 		{`/x\..\v1/otp`, "", ErrBackslash},
 		{"/x%5c..%5Cv1/otp", "", ErrBackslash},
 		{"/v1/otp%00", "", ErrEncodedNUL},
@@ -95,16 +99,21 @@ func TestCanonicalMethod(t *testing.T) {
 func TestMatchPath(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"/v1/otp":     "/v1/otp",
-		"/v1/otp;x=1": "/v1/otp",
-		"/v1;x/otp":   "/v1/otp",
-		"/v1/;x/otp":  "/v1/otp",
-		"/v1/otp/;x":  "/v1/otp/",
-		"/;x":         "/",
-		"/":           "/",
-		"/%76%31/otp": "/v1/otp",
-		"/v1/otp%3Bx": "/v1/otp;x",
-		"/a%2Fb;p/c":  "/a/b/c",
+		"/v1/otp":       "/v1/otp",
+		"/v1/otp;x=1":   "/v1/otp",
+		"/v1;x/otp":     "/v1/otp",
+		"/v1/;x/otp":    "/v1/otp",
+		"/v1/otp/;x":    "/v1/otp/",
+		"/;x":           "/",
+		"/":             "/",
+		"/%76%31/otp":   "/v1/otp",
+		"/v1/otp%3Bx":   "/v1/otp;x",
+		"/a%2Fb;p/c":    "/a/b/c",
+		"/v1/%2Fotp":    "/v1/otp",
+		"/v1%2F/otp":    "/v1/otp",
+		"/%2Fv1/otp":    "/v1/otp",
+		"/v1/otp%2F%2F": "/v1/otp/",
+		"/v1;x%2F/otp":  "/v1/otp",
 	} {
 		u, err := url.Parse(in)
 		if err != nil {
@@ -140,6 +149,11 @@ func TestStripPrefix(t *testing.T) {
 		{"/ap%C3%AF/v1", "/api", true, "/ap%C3%AF/v1"},
 		{"/ap%C4/v1", "/api", true, "/ap%C4/v1"},
 		{"/api", "/api", true, "/"},
+		{"/apiv1/otp", "/api", true, "/apiv1/otp"},
+		{"/api../v1/otp", "/api", true, "/api../v1/otp"},
+		{"/api%2Fv1/otp", "/api", true, "/%2Fv1/otp"},
+		{"/api;x/v1", "/api", true, "/v1"},
+		{"/api/v1", "/api/", true, "/v1"},
 	} {
 		u, err := url.Parse(tc.path)
 		if err != nil {

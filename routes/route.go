@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,26 @@ import (
 // concurrent use.
 type Table struct {
 	Routes []*Route
+
+	matchHeaders []string // the headers some route matches on, canonical
+}
+
+// RepeatedMatchHeader returns the name of a header that some route
+// matches on and r gives more than once, or "". Such a request is
+// answered 400, as a key source given twice is: a route matches a header
+// on any of its values, while Go's Header.Get and a servlet's getHeader
+// read the first, so "X-Api-Version: 2" then "X-Api-Version: 1" could
+// match an unlimited route for version 1 and reach the version 2 handler.
+func (t *Table) RepeatedMatchHeader(r *http.Request) string {
+	if t == nil {
+		return ""
+	}
+	for _, h := range t.matchHeaders {
+		if len(r.Header[h]) > 1 {
+			return h
+		}
+	}
+	return ""
 }
 
 // Match returns the first route in file order matching r, or nil. r must
@@ -176,6 +197,11 @@ func (d *decoder) routes(n *yaml.Node, path string, named map[string]*policyDef,
 			}
 		}
 		t.Routes = append(t.Routes, rt)
+		for _, h := range rt.headers {
+			if !slices.Contains(t.matchHeaders, h.name) {
+				t.matchHeaders = append(t.matchHeaders, h.name)
+			}
+		}
 	}
 	return t
 }

@@ -156,3 +156,26 @@ func BenchmarkMatch(b *testing.B) {
 		})
 	})
 }
+
+func TestRepeatedMatchHeader(t *testing.T) {
+	t.Parallel()
+	tab := mustParse(t, matchConfig, noEnv).Table
+	for _, tc := range []struct {
+		headers map[string][]string
+		want    string
+	}{
+		{nil, ""},
+		{map[string][]string{"X-Api-Version": {"2"}, "X-Empty": {""}}, ""},
+		{map[string][]string{"X-Api-Version": {"2", "1"}}, "X-Api-Version"},
+		{map[string][]string{"X-Empty": {"", ""}}, "X-Empty"},
+		{map[string][]string{"X-Other": {"a", "b"}}, ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		for k, v := range tc.headers {
+			r.Header[k] = v
+		}
+		if got := tab.RepeatedMatchHeader(r); got != tc.want {
+			t.Errorf("%v: got %q, want %q", tc.headers, got, tc.want)
+		}
+	}
+}
