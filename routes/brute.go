@@ -204,6 +204,14 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, co
 		case clients.set && len(clients.v) == 0:
 			d.errorf(clients.n, field(p, "clients"), "must list at least one address or CIDR")
 		}
+		for j, k := range keys.v {
+			if k.set && slices.Contains(strings.Split(k.v, "|"), "") {
+				// A missing source is the empty value: "" would give
+				// every request without the key this override, exempt
+				// perhaps, and ${PARTNER_KEY} set to nothing is "".
+				d.errorf(k.n, index(field(p, "keys"), j), "an empty key value (or an empty part of one) would match every request without that key; is a ${VARIABLE} in it empty?")
+			}
+		}
 		var prefixes []netip.Prefix
 		for j, c := range clients.v {
 			if !c.set {
