@@ -540,11 +540,13 @@ func (e *entry) decideLocked(p *Policy, now int64) Decision {
 
 // decideInto is decideLocked writing the Decision to d, which spares the
 // hot path copies of it. A blocked bucket rejects without a step; a
-// rejection by a policy that blocks starts its block. A block that ended
+// rejection by a policy that blocks starts its block; a policy that no
+// longer blocks (a reload took block: away) ignores one it started, as
+// decide.lua does. A block that ended
 // stays noted, as decide.lua's key does until it expires: a request
 // decided late, at a time within the block, is still refused.
 func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
-	if e.ext != nil && e.ext.block > now {
+	if p.Block > 0 && e.ext != nil && e.ext.block > now {
 		*d = BlockedDecision(p, e.ext.block, now)
 		return
 	}
@@ -661,7 +663,7 @@ func (e *entry) undoLocked(p *Policy) {
 
 // peekLocked reports the budget without taking any.
 func (e *entry) peekLocked(p *Policy, now int64) Decision {
-	if e.ext != nil && e.ext.block > now {
+	if p.Block > 0 && e.ext != nil && e.ext.block > now {
 		return BlockedDecision(p, e.ext.block, now)
 	}
 	var d Decision

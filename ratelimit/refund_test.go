@@ -237,3 +237,32 @@ func TestDecideAllocsWithBlock(t *testing.T) {
 		t.Errorf("got %v allocs per decision, want 0", n)
 	}
 }
+
+// TestBlockEndsWithItsSetting: a reload that takes block: away from a
+// policy keeps its buckets (block is not one of the settings a bucket
+// depends on), and a block started before no longer refuses, as in the
+// Redis store, whose script looks at a block only for a policy that has
+// one.
+func TestBlockEndsWithItsSetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "otp", Algorithm: FixedWindow, Limit: 1, Window: time.Minute, Block: time.Hour})
+	now := time.Unix(1_700_000_000, 0)
+	out := make([]Decision, 1)
+	for range 2 {
+		m.Decide(ctx, now, []Request{{Policy: p, Key: "k"}}, out)
+	}
+	if out[0].Allowed {
+		t.Fatalf("second request in the window: allowed, want a rejection that blocks")
+	}
+	q := MustPolicy(Policy{Name: "otp", Algorithm: FixedWindow, Limit: 1, Window: time.Minute})
+	m.Decide(ctx, now.Add(2*time.Minute), []Request{{Policy: q, Key: "k"}}, out)
+	if !out[0].Allowed {
+		t.Errorf("after a reload that took block away, a new window: %+v, want allowed", out[0])
+	}
+	if d, err := m.Peek(ctx, now.Add(2*time.Minute), Request{Policy: q, Key: "k"}); err != nil || d.Blocked {
+		t.Errorf("peek after the reload: %+v, %v; want not blocked", d, err)
+	}
+}
