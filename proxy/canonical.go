@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -137,11 +138,10 @@ func cleanHeaders(h http.Header, trusted bool) {
 func deleteField(h http.Header, tok string) {
 	var buf [64]byte
 	if len(tok) > len(buf) {
-		for name := range h {
-			if strings.EqualFold(name, tok) {
-				delete(h, name)
-			}
-		}
+		// Rare, so allocating is fine; a scan of every field per token
+		// would let one request of long tokens and many fields cost
+		// seconds of CPU.
+		delete(h, textproto.CanonicalMIMEHeaderKey(tok))
 		return
 	}
 	b := buf[:len(tok)]
