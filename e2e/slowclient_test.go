@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -304,5 +305,74 @@ routes:
 	}
 	if d := time.Since(idle); d < 800*time.Millisecond || d > 3*time.Second {
 		t.Errorf("idle keep-alive connection closed after %v, want about keepalive_timeout (1s)", d)
+	}
+}
+
+// TestClientThatStopsReading: a client that sends a request and never
+// reads the answer loses its connection once send_timeout passes with no
+// progress, and the upstream's connection and handler are let go with
+// it. Without the bound both were held for as long as the client kept
+// its connection open. (What sluice had sent before stays in the sockets'
+// buffers; TCP's zero-window probes deliver it slowly, so the test does
+// not wait for the client to read to the end.)
+func TestClientThatStopsReading(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	done := make(chan error, 1)
+	up.Handle = func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		for range 512 { // 32 MiB: far more than the sockets buffer
+			if _, err := w.Write(chunk); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}
+	in := start(t, writeConfig(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nsend_timeout: 500ms\nroutes:\n  - name: big\n    upstream: %s\n", up.URL)))
+	c, err := net.DialTimeout("tcp", hostOf(in.HTTP), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetReadBuffer(4 << 10)
+	}
+	fmt.Fprintf(c, "GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+	began := time.Now()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatalf("the upstream wrote 32 MiB to a client that reads nothing")
+		}
+		t.Logf("upstream let go after %v: %v", time.Since(began).Round(time.Millisecond), err)
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the upstream is still writing to a client that stopped reading 20 s ago (send_timeout 500ms)")
+	}
+}
+
+// TestHeaderBytesBound: headers beyond 64 KiB are answered 431 and reach
+// no upstream; 60 KiB of them pass.
+func TestHeaderBytesBound(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	in := start(t, writeConfig(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nroutes:\n  - name: all\n    upstream: %s\n", up.URL)))
+	for _, tc := range []struct {
+		size int
+		want int
+	}{{60 << 10, 200}, {80 << 10, 431}} {
+		req, _ := http.NewRequest("GET", in.HTTP+"/h", nil)
+		req.Header.Set("X-Big", strings.Repeat("b", tc.size))
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%d KiB of headers: got %d, want %d", tc.size>>10, resp.StatusCode, tc.want)
+		}
+	}
+	if n := len(up.Requests()); n != 1 {
+		t.Errorf("upstream got %d requests, want the one under the bound", n)
 	}
 }

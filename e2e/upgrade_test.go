@@ -35,7 +35,8 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 		rw.Flush()
 		io.Copy(conn, rw) // echo until the client closes
 	}
-	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nroutes:\n  - name: ws\n    upstream: %s\n    limits: [{algorithm: token_bucket, limit: 10, window: 1s, key: [ip]}]\n", up.URL)
+	// send_timeout bounds writes of answers, not the quiet of a tunnel.
+	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nsend_timeout: 300ms\nroutes:\n  - name: ws\n    upstream: %s\n    limits: [{algorithm: token_bucket, limit: 10, window: 1s, key: [ip]}]\n", up.URL)
 	in := start(t, writeConfig(t, cfg))
 	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(in.HTTP, "http://"), 5*time.Second)
 	if err != nil {
@@ -55,7 +56,10 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 	if resp.Header.Get("RateLimit") == "" {
 		t.Errorf("101 carries no RateLimit header")
 	}
-	for _, msg := range []string{"hello", "over the upgraded connection"} {
+	for i, msg := range []string{"hello", "over the upgraded connection", "after a quiet longer than send_timeout"} {
+		if i == 2 {
+			time.Sleep(700 * time.Millisecond)
+		}
 		conn.Write([]byte(msg))
 		buf := make([]byte, len(msg))
 		if _, err := io.ReadFull(br, buf); err != nil || string(buf) != msg {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -304,5 +305,102 @@ routes:
 	defer mu.Unlock()
 	if fmt.Sprint(got) != "[POST /v1/otp]" {
 		t.Errorf("upstream got %q, want the one POST /v1/otp", got)
+	}
+}
+
+// sendTimeoutGateway is a TLS gateway with HTTP/2 and send_timeout 300ms
+// in front of up.
+func sendTimeoutGateway(t *testing.T, up string) *httptest.Server {
+	t.Helper()
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf("send_timeout: 300ms\nroutes:\n  - name: all\n    upstream: %s\n", up)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	g.Load(cfg, store)
+	srv := httptest.NewUnstartedServer(g)
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestHTTP2StreamThatNeverOpensItsWindow: an HTTP/2 client that sets its
+// initial window to 0 and never opens it takes none of an answer; its
+// stream is reset once send_timeout passes, which lets the handler, its
+// goroutines and the upstream's connection go. Without the bound each
+// such stream held them as long as the client kept the connection.
+func TestHTTP2StreamThatNeverOpensItsWindow(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("hello"))
+	}))
+	t.Cleanup(up.Close)
+	srv := sendTimeoutGateway(t, up.URL)
+	c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "acme.example.com"}, {":path", "/"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
+	began := time.Now()
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no reset of the stream after %v: %v", time.Since(began).Round(time.Millisecond), err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				fr.WriteSettingsAck()
+			}
+		case *http2.DataFrame:
+			t.Fatalf("got %d bytes of data through a window of 0", len(f.Data()))
+		case *http2.RSTStreamFrame:
+			t.Logf("stream reset after %v: %v", time.Since(began).Round(time.Millisecond), f.ErrCode)
+			return
+		}
+	}
+}
+
+// TestHTTP2QuietStreamOutlivesSendTimeout: send_timeout bounds each write,
+// not the quiet between them: an event stream that sends nothing for
+// longer than it still reaches the HTTP/2 client whole.
+func TestHTTP2QuietStreamOutlivesSendTimeout(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 3 {
+			if i > 0 {
+				time.Sleep(700 * time.Millisecond)
+			}
+			fmt.Fprintf(w, "data: %d\n\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	t.Cleanup(up.Close)
+	srv := sendTimeoutGateway(t, up.URL)
+	resp, err := srv.Client().Get(srv.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("got %s, want HTTP/2", resp.Proto)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "data: 0\n\ndata: 1\n\ndata: 2\n\n" {
+		t.Errorf("got %q, %v; want the three events", body, err)
 	}
 }

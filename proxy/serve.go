@@ -89,6 +89,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := &exchange{Context: r.Context()}
 	ex.rec.ResponseWriter = w
 	rec := &ex.rec
+	if s != nil {
+		rec.bound(w, r, s.cfg.SendTimeout)
+	}
 	var rt *route
 	defer func() {
 		if v := recover(); v != nil {
@@ -425,6 +428,72 @@ type recorder struct {
 	// the first 1xx: ReverseProxy clears the header map after passing an
 	// informational answer on, and the final answer must still carry them.
 	kept http.Header
+
+	// send is send_timeout, 0 for none; dl sets the write deadline of
+	// the client's connection (HTTP/1) or stream (HTTP/2), sendBy is the
+	// deadline set last (see extend).
+	send   time.Duration
+	dl     writeDeadliner
+	h2     bool
+	sendBy time.Time
+}
+
+// writeDeadliner is the write deadline of an answer, as net/http's
+// response writers of HTTP/1 and HTTP/2 have it.
+type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
+
+// bound makes every write of the answer to w wait for the client at most
+// send: a client that takes none of the answer for longer loses its
+// connection (HTTP/1) or stream (HTTP/2), and with it the upstream's
+// connection and the goroutines the request holds. Nothing else bounds a
+// client that stops reading, or an HTTP/2 client that never opens its
+// flow-control window: the listeners have no write timeout, so that
+// streams and queue waits are not cut. The deadline is set when the answer
+// is written, not before, so neither a queue wait nor a slow upstream
+// counts against it.
+func (w *recorder) bound(rw http.ResponseWriter, r *http.Request, send time.Duration) {
+	for w.send = send; ; {
+		if d, ok := rw.(writeDeadliner); ok {
+			w.dl = d
+			break
+		}
+		u, ok := rw.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return
+		}
+		rw = u.Unwrap()
+	}
+	w.h2 = r.ProtoMajor == 2
+}
+
+// extend gives the client send_timeout from now to take the write that
+// follows. Setting a deadline costs a timer update, so one set less than a
+// quarter of the timeout ago is kept.
+func (w *recorder) extend() {
+	if w.dl == nil || w.send <= 0 {
+		return
+	}
+	now := time.Now()
+	if !w.sendBy.IsZero() && w.sendBy.Sub(now) > w.send*3/4 {
+		return
+	}
+	w.sendBy = now.Add(w.send)
+	w.dl.SetWriteDeadline(w.sendBy)
+}
+
+// sent ends the deadline once a flush has delivered what was written. An
+// HTTP/2 stream is reset when its deadline passes even with nothing to
+// write, which would cut a quiet event stream; an HTTP/1 connection only
+// fails the next write, which extend moves the deadline for first, and
+// keeps it so that the flush net/http makes after the handler is bounded
+// too. The server clears it when the connection goes idle (package
+// server), so that no deadline of one answer is left for net/http's own
+// writes before the next.
+func (w *recorder) sent() {
+	if w.h2 && !w.sendBy.IsZero() {
+		w.sendBy = time.Time{}
+		w.dl.SetWriteDeadline(time.Time{})
+	}
 }
 
 // gatewayHeaders are the fields the gateway sets on a response before the
@@ -432,6 +501,7 @@ type recorder struct {
 var gatewayHeaders = append([]string{hRequestID}, limitHeaders...)
 
 func (w *recorder) WriteHeader(code int) {
+	w.extend()
 	if !w.wrote {
 		if code >= 200 || code == http.StatusSwitchingProtocols {
 			defer w.body.answering()()
@@ -455,6 +525,7 @@ func (w *recorder) keep() {
 }
 
 func (w *recorder) Write(b []byte) (int, error) {
+	w.extend()
 	if !w.wrote {
 		defer w.body.answering()()
 		w.final(http.StatusOK)
@@ -484,7 +555,9 @@ func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // Flush lets ReverseProxy stream through the recorder.
 func (w *recorder) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		w.extend()
 		f.Flush()
+		w.sent()
 	}
 }
 
@@ -493,5 +566,11 @@ func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.status == 0 {
 		w.final(http.StatusSwitchingProtocols)
 	}
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && !w.sendBy.IsZero() {
+		// The connection is a tunnel now, quiet as long as its ends
+		// like: no deadline of an earlier answer may cut it.
+		c.SetWriteDeadline(time.Time{})
+	}
+	return c, brw, err
 }

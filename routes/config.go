@@ -41,6 +41,10 @@ type Config struct {
 	// KeepaliveTimeout is how long an idle keep-alive connection waits for
 	// its next request before it is closed. Default 120s.
 	KeepaliveTimeout time.Duration
+	// SendTimeout bounds each write of an answer to the client: a client
+	// that takes none of it for longer loses the connection (HTTP/1) or
+	// the stream (HTTP/2). Default 60s.
+	SendTimeout time.Duration
 	// TLS configures the HTTPS listener; nil when the section is absent.
 	TLS *TLS
 	// Store says where limiter state lives.
@@ -216,7 +220,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 
 func (d *decoder) config(root *yaml.Node, dir string) *Config {
 	m := d.fields(root, "", "listen", "admin", "admin_token", "trusted_proxies", "shutdown_timeout",
-		"client_header_timeout", "client_body_timeout", "keepalive_timeout", "tls", "store", "policies", "routes", "log")
+		"client_header_timeout", "client_body_timeout", "keepalive_timeout", "send_timeout", "tls", "store", "policies", "routes", "log")
 	c := &Config{
 		Listen:              d.address(d.str(m, "listen", ""), "listen").or(":8080"),
 		Admin:               "127.0.0.1:9091",
@@ -224,6 +228,7 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 		ClientHeaderTimeout: d.positive(d.duration(m, "client_header_timeout", ""), "client_header_timeout").or(10 * time.Second),
 		ClientBodyTimeout:   d.positive(d.duration(m, "client_body_timeout", ""), "client_body_timeout").or(30 * time.Second),
 		KeepaliveTimeout:    d.positive(d.duration(m, "keepalive_timeout", ""), "keepalive_timeout").or(120 * time.Second),
+		SendTimeout:         d.positive(d.duration(m, "send_timeout", ""), "send_timeout").or(60 * time.Second),
 	}
 	if a := d.str(m, "admin", ""); a.set {
 		c.Admin = a.v
