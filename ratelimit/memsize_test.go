@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -168,21 +169,29 @@ func TestMeasureHostileFlood(t *testing.T) {
 		flood = 2 * bound
 	)
 	ctx := context.Background()
-	for _, a := range []Algorithm{TokenBucket, SlidingWindowLog} {
-		p := MustPolicy(Policy{Name: "otp", Algorithm: a, Limit: 5, Window: 10 * time.Minute})
-		before := heapInUse()
-		m := NewMemoryStore(MemoryOptions{MaxKeys: bound, SweepInterval: -1})
-		reqs := []Request{{Policy: p}}
-		out := make([]Decision, 1)
-		for i := range flood {
-			reqs[0].Key = "hostile-" + strconv.Itoa(i)
-			m.Decide(ctx, t0.Add(time.Duration(i)*time.Microsecond), reqs, out)
+	// Keys of 15 to 16 bytes, and of 256, the longest a gateway keeps
+	// (routes.MaxKeyLen; longer ones become a digest of 71).
+	for _, pad := range []int{0, 256} {
+		for _, a := range []Algorithm{TokenBucket, SlidingWindowLog} {
+			p := MustPolicy(Policy{Name: "otp", Algorithm: a, Limit: 5, Window: 10 * time.Minute})
+			before := heapInUse()
+			m := NewMemoryStore(MemoryOptions{MaxKeys: bound, SweepInterval: -1})
+			reqs := []Request{{Policy: p}}
+			out := make([]Decision, 1)
+			for i := range flood {
+				k := "hostile-" + strconv.Itoa(i)
+				if pad > len(k) {
+					k += strings.Repeat("x", pad-len(k))
+				}
+				reqs[0].Key = k
+				m.Decide(ctx, t0.Add(time.Duration(i)*time.Microsecond), reqs, out)
+			}
+			after := heapInUse()
+			if got := m.Len(); got > bound || got < bound*9/10 {
+				t.Fatalf("%s: got Len %d, want at most %d and close to it", a, got, bound)
+			}
+			t.Logf("%-18s keys of %3d bytes: %d flooded, %d tracked: %.1f MiB, %.1f bytes per tracked bucket", a, max(pad, 16), flood, m.Len(), float64(after-before)/(1<<20), float64(after-before)/float64(m.Len()))
+			runtime.KeepAlive(m)
 		}
-		after := heapInUse()
-		if got := m.Len(); got > bound || got < bound*9/10 {
-			t.Fatalf("%s: got Len %d, want at most %d and close to it", a, got, bound)
-		}
-		t.Logf("%-18s %d keys flooded, %d tracked: %.1f MiB, %.1f bytes per tracked bucket", a, flood, m.Len(), float64(after-before)/(1<<20), float64(after-before)/float64(m.Len()))
-		runtime.KeepAlive(m)
 	}
 }
