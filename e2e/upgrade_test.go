@@ -38,18 +38,7 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 	// send_timeout bounds writes of answers, not the quiet of a tunnel.
 	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nsend_timeout: 300ms\nroutes:\n  - name: ws\n    upstream: %s\n    limits: [{algorithm: token_bucket, limit: 10, window: 1s, key: [ip]}]\n", up.URL)
 	in := start(t, writeConfig(t, cfg))
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(in.HTTP, "http://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, br, resp := openRaw(t, in, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
 	if resp.StatusCode != 101 {
 		t.Fatalf("upgrade: got %d, want 101", resp.StatusCode)
 	}
@@ -111,18 +100,7 @@ routes:
     upstream: %s
 `, up.URL, up.URL)
 	in := start(t, writeConfig(t, cfg))
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(in.HTTP, "http://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	fmt.Fprintf(conn, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, br, resp := openRaw(t, in, "GET / HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n")
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		// The tunnel is open: show what it lets through.
@@ -163,6 +141,26 @@ routes:
 	if fmt.Sprint(got) != "[200 429 429]" || otp.Load() != 1 {
 		t.Errorf("then /v1/otp over HTTP/1.1: got %v with %d at the upstream, want [200 429 429] with 1", got, otp.Load())
 	}
+}
+
+// openRaw sends raw on a new connection to in's plain listener and
+// reads the answer's head. The connection, closed when the test ends, has
+// 10 s for everything.
+func openRaw(t *testing.T, in *instance, raw string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(in.HTTP, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(conn, raw)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return conn, br, resp
 }
 
 // bufferedConn reads what its reader has buffered before the connection.

@@ -37,24 +37,13 @@ func TestHTTP2AuthorityBytes(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+	srv := newTLSGateway(t, fmt.Sprintf(`
 routes:
   - name: hosted
     upstream: %s
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [header:Host]}
-`, up.URL)), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
-	t.Cleanup(func() { store.Close() })
-	g := New(Options{Logger: slog.New(slog.DiscardHandler)})
-	g.Load(cfg, store)
-	srv := httptest.NewUnstartedServer(g)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+`, up.URL))
 
 	for _, tc := range []struct {
 		authority string
@@ -173,7 +162,7 @@ func TestHTTP2FieldValuesTrimmed(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+	srv := newTLSGateway(t, fmt.Sprintf(`
 routes:
   - name: v2
     match: {path: /v2, headers: {X-Api-Version: "2"}}
@@ -187,18 +176,7 @@ routes:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [header:X-API-Key, query:q]}
   - name: all
     upstream: %[1]s
-`, up.URL)), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
-	t.Cleanup(func() { store.Close() })
-	g := New(Options{Logger: slog.New(slog.DiscardHandler)})
-	g.Load(cfg, store)
-	srv := httptest.NewUnstartedServer(g)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+`, up.URL))
 	addr := srv.Listener.Addr().String()
 	req := func(path string, fields ...string) [][2]string {
 		f := [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "acme.example.com"}, {":path", path}}
@@ -253,7 +231,7 @@ func TestConnectIsRefused(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(up.Close)
-	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+	srv := newTLSGateway(t, fmt.Sprintf(`
 routes:
   - name: otp
     match: {path: /v1/otp, methods: [POST]}
@@ -262,18 +240,7 @@ routes:
       - {algorithm: fixed_window, limit: 1, window: 1h, key: [global]}
   - name: rest
     upstream: %[1]s
-`, up.URL)), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
-	t.Cleanup(func() { store.Close() })
-	g := New(Options{Logger: slog.New(slog.DiscardHandler)})
-	g.Load(cfg, store)
-	srv := httptest.NewUnstartedServer(g)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
+`, up.URL))
 	addr := srv.Listener.Addr().String()
 
 	otp := func() string {
@@ -312,7 +279,14 @@ routes:
 // in front of up.
 func sendTimeoutGateway(t *testing.T, up string) *httptest.Server {
 	t.Helper()
-	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf("send_timeout: 300ms\nroutes:\n  - name: all\n    upstream: %s\n", up)), func(string) (string, bool) { return "", false })
+	return newTLSGateway(t, fmt.Sprintf("send_timeout: 300ms\nroutes:\n  - name: all\n    upstream: %s\n", up))
+}
+
+// newTLSGateway serves a gateway of the configuration yaml over TLS, with
+// HTTP/2, on a real listener, with the memory store.
+func newTLSGateway(t *testing.T, yaml string) *httptest.Server {
+	t.Helper()
+	cfg, err := routes.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
