@@ -378,3 +378,101 @@ func TestHTTP2QuietStreamOutlivesSendTimeout(t *testing.T) {
 		t.Errorf("got %q, %v; want the three events", body, err)
 	}
 }
+
+// TestHTTP2PausesOutliveSendTimeout: over HTTP/2 a stream whose deadline
+// passes is reset even with nothing to write, so the deadline must hold
+// only while a write is under way: an upstream that sends 103 Early Hints
+// and answers later than send_timeout, or pauses inside a body of known
+// length, gets its whole answer to a client that reads everything.
+func TestHTTP2PausesOutliveSendTimeout(t *testing.T) {
+	t.Parallel()
+	for name, h := range map[string]http.HandlerFunc{
+		"103 then a slow answer": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Link", "</a.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			time.Sleep(700 * time.Millisecond)
+			w.Write([]byte("0123456789"))
+		},
+		"a pause inside a known length": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "10")
+			w.Write([]byte("01234"))
+			w.(http.Flusher).Flush()
+			time.Sleep(700 * time.Millisecond)
+			w.Write([]byte("56789"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			up := httptest.NewServer(h)
+			t.Cleanup(up.Close)
+			srv := sendTimeoutGateway(t, up.URL)
+			resp, err := srv.Client().Get(srv.URL + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if resp.ProtoMajor != 2 || err != nil || string(body) != "0123456789" {
+				t.Errorf("%s: got %q, %v; want the whole answer", resp.Proto, body, err)
+			}
+		})
+	}
+}
+
+// TestHTTP1StreamEndsAfterQuiet: net/http writes the end of a chunked
+// answer after the handler returns; an upstream that ends its stream after
+// a quiet longer than send_timeout must not find the deadline of the last
+// write passed then.
+func TestHTTP1StreamEndsAfterQuiet(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: 0\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(700 * time.Millisecond)
+	}))
+	t.Cleanup(up.Close)
+	srv := httptest.NewServer(sendTimeoutGateway(t, up.URL).Config.Handler)
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || string(body) != "data: 0\n\n" {
+		t.Errorf("got %q, %v; want the event and the end of the stream", body, err)
+	}
+}
+
+// TestHeadSharesGetBudget: a HEAD takes a GET route, and a key with the
+// method source puts it in the GET's bucket, so alternating the two
+// methods does not double a budget.
+func TestHeadSharesGetBudget(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	srv := newTLSGateway(t, fmt.Sprintf(`
+routes:
+  - name: verify
+    match: {path: /v1/verify, methods: [GET]}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [ip, method, path]}
+  - name: rest
+    upstream: %[1]s
+`, up.URL))
+	var got []int
+	for _, m := range []string{"GET", "GET", "HEAD", "HEAD"} {
+		req, _ := http.NewRequest(m, srv.URL+"/v1/verify?code=1", nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got = append(got, resp.StatusCode)
+	}
+	if fmt.Sprint(got) != "[200 429 429 429]" {
+		t.Errorf("GET, GET, HEAD, HEAD: got %v, want [200 429 429 429]", got)
+	}
+}

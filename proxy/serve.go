@@ -105,6 +105,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				problem.Error(rec, http.StatusInternalServerError, "internal error")
 			}
 		}
+		rec.finished()
 		g.finish(s, rt, rec, r, ex, start)
 	}()
 	if s == nil {
@@ -481,14 +482,12 @@ func (w *recorder) extend() {
 	w.dl.SetWriteDeadline(w.sendBy)
 }
 
-// sent ends the deadline once a flush has delivered what was written. An
-// HTTP/2 stream is reset when its deadline passes even with nothing to
-// write, which would cut a quiet event stream; an HTTP/1 connection only
-// fails the next write, which extend moves the deadline for first, and
-// keeps it so that the flush net/http makes after the handler is bounded
-// too. The server clears it when the connection goes idle (package
-// server), so that no deadline of one answer is left for net/http's own
-// writes before the next.
+// sent ends the deadline once a write has returned. An HTTP/2 stream is
+// reset when its deadline passes even with nothing to write, which would
+// cut an answer whose upstream pauses (a quiet event stream, a 103 before
+// a slow answer, a body that comes in bursts); an HTTP/1 connection only
+// fails the next write, which extend moves the deadline for first.
+// net/http clears an HTTP/1 connection's deadline after each request.
 func (w *recorder) sent() {
 	if w.h2 && !w.sendBy.IsZero() {
 		w.sendBy = time.Time{}
@@ -511,6 +510,9 @@ func (w *recorder) WriteHeader(code int) {
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
+	if code < 200 {
+		w.sent() // an informational answer goes out at once
+	}
 }
 
 // keep saves the gateway's own fields before a 1xx goes out.
@@ -530,7 +532,20 @@ func (w *recorder) Write(b []byte) (int, error) {
 		defer w.body.answering()()
 		w.final(http.StatusOK)
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	w.sent()
+	return n, err
+}
+
+// finished bounds the writes net/http makes after the handler: the rest
+// of the answer it buffered, the end of a chunked body, trailers. The
+// deadline of the last write may have passed while the upstream was
+// quiet.
+func (w *recorder) finished() {
+	if w.wrote {
+		w.sendBy = time.Time{}
+		w.extend()
+	}
 }
 
 // final records the status the client is about to receive.

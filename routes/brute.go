@@ -209,7 +209,7 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, co
 				// A missing source is the empty value: "" would give
 				// every request without the key this override, exempt
 				// perhaps, and ${PARTNER_KEY} set to nothing is "".
-				d.errorf(k.n, index(field(p, "keys"), j), "an empty key value (or an empty part of one) would match every request without that key; is a ${VARIABLE} in it empty?")
+				d.errorf(k.n, index(field(p, "keys"), j), "an empty key value (or an empty part of one) matches the requests that lack that key source; is a ${VARIABLE} in it empty?")
 			}
 		}
 		var prefixes []netip.Prefix

@@ -55,8 +55,8 @@ testdata/bad_overrides.yaml:18:9: policies.api.overrides[4]: needs keys (key val
 testdata/bad_overrides.yaml:20:16: policies.api.overrides[5].limit: must be > 0
 testdata/bad_overrides.yaml:21:17: policies.api.overrides[5].window: invalid duration "soon" (want a number and a unit, like 500ms, 1m or 1h)
 testdata/bad_overrides.yaml:22:9: policies.api.overrides[5].colour: unknown field
-testdata/bad_overrides.yaml:23:16: policies.api.overrides[6].keys[0]: an empty key value (or an empty part of one) would match every request without that key; is a ${VARIABLE} in it empty?
-testdata/bad_overrides.yaml:23:42: policies.api.overrides[6].keys[1]: an empty key value (or an empty part of one) would match every request without that key; is a ${VARIABLE} in it empty?`},
+testdata/bad_overrides.yaml:23:16: policies.api.overrides[6].keys[0]: an empty key value (or an empty part of one) matches the requests that lack that key source; is a ${VARIABLE} in it empty?
+testdata/bad_overrides.yaml:23:42: policies.api.overrides[6].keys[1]: an empty key value (or an empty part of one) matches the requests that lack that key source; is a ${VARIABLE} in it empty?`},
 	{"bad_cidr.yaml", `testdata/bad_cidr.yaml:3:5: trusted_proxies[1]: invalid CIDR "10.0.0.0/33": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
 testdata/bad_cidr.yaml:4:5: trusted_proxies[2]: invalid CIDR "192.168.1.1/16": host bits are set (did you mean 192.168.0.0/16?)
 testdata/bad_cidr.yaml:5:5: trusted_proxies[3]: invalid CIDR "not-an-ip": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7`},

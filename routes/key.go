@@ -192,7 +192,11 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 		case srcRoute:
 			dst = append(dst, k.route...)
 		case srcMethod:
-			dst = append(dst, r.Method...)
+			m := r.Method
+			if m == http.MethodHead {
+				m = http.MethodGet // a GET to most upstreams, and to routes
+			}
+			dst = append(dst, m...)
 		case srcPath:
 			if r.URL != nil {
 				dst = appendPathKey(dst, r.URL, k.foldPath)

@@ -280,14 +280,8 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 // connection can keep a processor for the scheduler's whole 10 ms slice
 // while the others wait. On 2 cores at saturation the p99 of a 429 was 13
 // times its median (README › Performance).
-//
-// It also clears the write deadline that the gateway set for the answer
-// just sent (send_timeout), so that none is left for what net/http
-// writes itself before the next answer, such as a "100 Continue" or a 400
-// for a malformed request.
-func takeTurns(c net.Conn, state http.ConnState) {
+func takeTurns(_ net.Conn, state http.ConnState) {
 	if state == http.StateIdle {
-		c.SetWriteDeadline(time.Time{})
 		runtime.Gosched()
 	}
 }
