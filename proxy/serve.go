@@ -540,10 +540,9 @@ func (w *recorder) Write(b []byte) (int, error) {
 // finished bounds the writes net/http makes after the handler: the rest
 // of the answer it buffered, the end of a chunked body, trailers. The
 // deadline of the last write may have passed while the upstream was
-// quiet.
+// quiet; one set moments ago is kept (see extend).
 func (w *recorder) finished() {
 	if w.wrote {
-		w.sendBy = time.Time{}
 		w.extend()
 	}
 }
