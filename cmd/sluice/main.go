@@ -140,6 +140,14 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 }
 
 func runServe(args []string, stderr io.Writer) int {
+	// SIGHUP is caught from the start, before the server is up, which can
+	// take a second with a Redis that does not answer: a reload sent then
+	// (a deploy's reload right after the start) would otherwise end the
+	// process, as Go's default for SIGHUP does. It reloads once the
+	// server is up.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	f, ok := parseFlags("run", args, stderr)
 	if !ok {
 		return 2
@@ -157,9 +165,6 @@ func runServe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	go func() {
 		for range hup {
 			srv.Reload()
