@@ -34,6 +34,11 @@ func expand(s string, env func(string) (string, bool)) (string, error) {
 		inner := s[i+2 : i+j]
 		s = s[i+j+1:]
 		name, def, hasDef := strings.Cut(inner, ":-")
+		if strings.Contains(def, "${") {
+			// "${A:-${B}}" would end at the first "}" and leave the
+			// second in the value: "secret}" for a password.
+			return "", fmt.Errorf("nested ${ in the default of %s is not supported", name)
+		}
 		if !validEnvName(name) {
 			return "", fmt.Errorf("invalid environment variable name %q", name)
 		}

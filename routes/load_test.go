@@ -204,6 +204,8 @@ func TestExpand(t *testing.T) {
 		{"${A", "", `unterminated ${ in "${A"`},
 		{"${1A}", "", `invalid environment variable name "1A"`},
 		{"${}", "", `invalid environment variable name ""`},
+		{"${A:-${B}}", "", "nested ${ in the default of A is not supported"},
+		{"${UNSET:-${A}}", "", "nested ${ in the default of UNSET is not supported"},
 	} {
 		got, err := expand(tc.in, env)
 		gotErr := ""
