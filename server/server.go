@@ -55,6 +55,10 @@ type Server struct {
 	conns    conns // connections of the plain and TLS listeners
 	inflight atomic.Int64
 	draining atomic.Bool
+	// redirectHTTP is tls.redirect_http of the last configuration with a
+	// tls section: one that removes the section keeps the HTTPS listener
+	// until a restart, and keeps the redirect with it.
+	redirectHTTP atomic.Bool
 }
 
 // New loads the configuration at path and builds everything Serve needs,
@@ -179,6 +183,7 @@ func (s *Server) Serve(ctx context.Context) error {
 			return err
 		}
 		redirect := certs.RedirectHTTPS(portOf(s.Addr("https").String()), s.certs.Serves)
+		s.redirectHTTP.Store(cfg.TLS.RedirectHTTP)
 		plain = s.certs.HTTPChallenge(s.redirecting(handler, redirect))
 	}
 	if err := s.listen("http", cfg.Listen, plain, nil, errc); err != nil {
@@ -287,11 +292,12 @@ func takeTurns(_ net.Conn, state http.ConnState) {
 }
 
 // redirecting serves the plain listener of a TLS configuration: redirect
-// while the current configuration sets tls.redirect_http, next otherwise,
-// so a reload that changes redirect_http applies at once.
+// while tls.redirect_http is set, next otherwise, so a reload that
+// changes redirect_http applies at once (one that removes tls takes
+// effect at the restart, as the HTTPS listener does).
 func (s *Server) redirecting(next, redirect http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c := s.cfg.Load(); c.TLS != nil && c.TLS.RedirectHTTP {
+		if s.redirectHTTP.Load() {
 			redirect.ServeHTTP(w, r)
 			return
 		}
@@ -413,6 +419,9 @@ func (s *Server) Reload() error {
 	}
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
+	if cfg.TLS != nil {
+		s.redirectHTTP.Store(cfg.TLS.RedirectHTTP)
+	}
 	if s.access != nil {
 		s.access.SetDelay(cfg.Log.FlushInterval)
 	}

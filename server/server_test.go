@@ -515,3 +515,28 @@ func TestMemoryStoreMetrics(t *testing.T) {
 		t.Errorf("metrics lack %s", want)
 	}
 }
+
+// TestReloadRemovingTLSKeepsRedirect: a reload that removes the tls
+// section takes effect at the restart, as the HTTPS listener that keeps
+// serving does; until then the plain listener goes on redirecting, not
+// proxying in plain text what it redirected before.
+func TestReloadRemovingTLSKeepsRedirect(t *testing.T) {
+	certFile, keyFile := writePair(t, t.TempDir(), "api.example.test")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "upstream") }))
+	t.Cleanup(up.Close)
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\ntls:\n  listen: 127.0.0.1:0\n  redirect_http: true\n  certificates: [{cert_file: %s, key_file: %s}]\nroutes:\n  - name: r\n    upstream: %s\n", certFile, keyFile, up.URL))
+	plain := r.url("http")
+	if code, _, _ := get(t, plain+"/a", "api.example.test"); code != http.StatusPermanentRedirect {
+		t.Fatalf("before the reload: got %d, want 308", code)
+	}
+	writeFile(t, r.path, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nroutes:\n  - name: r\n    upstream: %s\n", up.URL))
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if r.logs.find(t, "configuration change needs a restart") == nil {
+		t.Error("no restart warning")
+	}
+	if code, _, body := get(t, plain+"/a", "api.example.test"); code != http.StatusPermanentRedirect {
+		t.Errorf("after a reload that removes tls: got %d %q, want 308 until the restart", code, body)
+	}
+}
