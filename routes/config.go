@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -264,7 +265,14 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 			}
 		}
 	}
-	c.AdminToken = d.str(m, "admin_token", "").v
+	if t := d.str(m, "admin_token", ""); t.set {
+		// A header cannot carry such a byte (a secret read from a file
+		// often ends in a newline), so no request could ever match.
+		if strings.IndexFunc(t.v, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			d.errorf(t.n, "admin_token", "must not hold spaces or control characters (a newline at the end of a secret read from a file?): no Authorization header could carry it")
+		}
+		c.AdminToken = t.v
+	}
 	lm := d.fields(m["log"].val, "log", "access_log", "log_keys", "flush_interval")
 	c.Log = Log{
 		AccessLog:     d.boolean(lm, "access_log", "log").or(true),

@@ -28,6 +28,7 @@ testdata/bad_acme.yaml:5:9: tls.acme.ca: invalid ACME directory URL "http://acme
 testdata/bad_acme.yaml:6:14: tls.acme.ca_root: loading CA root missing-root.pem: open testdata/missing-root.pem: no such file or directory
 testdata/bad_acme.yaml:7:18: tls.acme.challenges[0]: unknown challenge "dns-01" (want http-01 or tls-alpn-01)
 testdata/bad_acme.yaml:7:35: tls.acme.challenges[2]: challenge "http-01" is listed twice`},
+	{"bad_admin_token.yaml", `testdata/bad_admin_token.yaml:1:14: admin_token: must not hold spaces or control characters (a newline at the end of a secret read from a file?): no Authorization header could carry it`},
 	{"bad_address.yaml", `testdata/bad_address.yaml:1:9: listen: invalid address "8080": want host:port, like :8080 or 127.0.0.1:8080
 testdata/bad_address.yaml:2:8: admin: invalid port in "localhost:99999": want a number from 0 to 65535
 testdata/bad_address.yaml:4:11: tls.listen: invalid port in ":https": want a number from 0 to 65535`},
