@@ -224,10 +224,11 @@ func lowerASCII(s string) string {
 // foldedPrefixLen returns the length of the prefix of p that equals
 // prefix ignoring case, or -1 when p does not start with it. Case is
 // ignored as upstream frameworks ignore it: ASCII letters, and the four
-// other letters whose simple case mapping is an ASCII one, which ASP.NET
-// Core's OrdinalIgnoreCase and Java's equalsIgnoreCase take for that
-// letter: "ı" and "İ" are i, "ſ" is s and the Kelvin sign "K" is k, so
-// "/logın" is a spelling of "/login" to such an upstream.
+// other letters whose simple case mapping is an ASCII one, which Java's
+// equalsIgnoreCase takes for that letter (and Unicode case folding, as
+// Go's strings.EqualFold, for the last two): "ı" and "İ" are i, "ſ" is s
+// and the Kelvin sign "K" is k, so "/logın" is a spelling of "/login" to
+// such an upstream.
 func foldedPrefixLen(p, prefix string) int {
 	i := 0
 	for j := 0; j < len(prefix); j++ {

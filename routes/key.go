@@ -188,6 +188,13 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 		case srcCookie:
 			dst, ok = appendCookie(dst, r.Header["Cookie"], s.name)
 		case srcJSON:
+			if r.URL != nil && queryNames(r.URL.RawQuery, s.path[0]) {
+				// Rails reads params as the body merged with the
+				// query, the query winning: ?phone=victim with a
+				// body of {"phone":"decoy"} is victim there.
+				ok = false
+				break
+			}
 			dst, ok = body.appendField(dst, s.path)
 		case srcRoute:
 			dst = append(dst, k.route...)
@@ -263,6 +270,30 @@ func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
 		return append(dst, uv...), true
 	}
 	return append(dst, val...), true
+}
+
+// queryNames reports whether the query raw has a parameter that an
+// upstream framework may read as the one called name (see sameName).
+func queryNames(raw string, name []byte) bool {
+	for raw != "" {
+		var kv string
+		kv, raw, _ = strings.Cut(raw, "&")
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "" {
+			continue
+		}
+		if strings.ContainsAny(k, "%+") {
+			uk, err := url.QueryUnescape(k)
+			if err != nil {
+				continue
+			}
+			k = uk
+		}
+		if sameName(k, string(name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // sameName reports whether an upstream framework may read the parameter

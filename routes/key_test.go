@@ -186,3 +186,29 @@ routes:
 		}
 	}
 }
+
+// TestJSONSourceInTheQuery: Rails merges the query over the body, so a
+// json: source whose first name the query also gives (as Rails, PHP or
+// qs read names) is given twice.
+func TestJSONSourceInTheQuery(t *testing.T) {
+	t.Parallel()
+	k := keyOf(t, "otp", "json:user.phone")
+	for _, tc := range []struct {
+		query string
+		dup   bool
+	}{
+		{"", false},
+		{"other=1", false},
+		{"user[phone]=%2B15550001", true},
+		{"user=x", true},
+		{"us%65r[phone]=1", true},
+		{"User[phone]=1", false},
+		{"phone=1", false},
+	} {
+		r := httptest.NewRequest("POST", "/v1/otp?"+tc.query, nil)
+		_, err := k.Append(nil, r, netip.Addr{}, NewBody([]byte(`{"user":{"phone":"decoy"}}`)))
+		if got := err != nil; got != tc.dup {
+			t.Errorf("query %q: got error %v, want a duplicate %v", tc.query, err, tc.dup)
+		}
+	}
+}
