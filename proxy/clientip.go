@@ -60,7 +60,9 @@ func (t Trust) ClientAddr(r *http.Request) (client netip.Addr, trusted bool) {
 	}
 	var leftmost netip.Addr
 	for i := len(xff) - 1; i >= 0; i-- {
-		list := xff[i]
+		// A field of blanks holds no hop, as an empty one does; it is
+		// empty once canonicalize has trimmed it.
+		list := strings.Trim(xff[i], " \t")
 		for list != "" {
 			var hop string
 			if j := strings.LastIndexByte(list, ','); j >= 0 {
