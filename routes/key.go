@@ -188,7 +188,7 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 		case srcCookie:
 			dst, ok = appendCookie(dst, r.Header["Cookie"], s.name)
 		case srcJSON:
-			if r.URL != nil && queryNames(r.URL.RawQuery, s.path[0]) {
+			if r.URL != nil && r.URL.RawQuery != "" && queryNames(r.URL.RawQuery, string(s.path[0])) {
 				// Rails reads params as the body merged with the
 				// query, the query winning: ?phone=victim with a
 				// body of {"phone":"decoy"} is victim there.
@@ -242,16 +242,8 @@ func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
 	for raw != "" {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
-		if kv == "" {
-			continue
-		}
-		k, v, _ := strings.Cut(kv, "=")
-		if strings.ContainsAny(k, "%+") {
-			uk, err := url.QueryUnescape(k)
-			if err != nil || !sameName(uk, name) {
-				continue
-			}
-		} else if !sameName(k, name) {
+		k, v, ok := queryParam(kv)
+		if !ok || !sameName(k, name) {
 			continue
 		}
 		if found {
@@ -272,24 +264,31 @@ func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
 	return append(dst, val...), true
 }
 
+// queryParam splits one pair of a query into its name, decoded when it
+// is escaped, and its value as sent; false for an empty pair or a name
+// that does not decode.
+func queryParam(kv string) (name, value string, ok bool) {
+	if kv == "" {
+		return "", "", false
+	}
+	k, v, _ := strings.Cut(kv, "=")
+	if strings.ContainsAny(k, "%+") {
+		uk, err := url.QueryUnescape(k)
+		if err != nil {
+			return "", "", false
+		}
+		k = uk
+	}
+	return k, v, true
+}
+
 // queryNames reports whether the query raw has a parameter that an
 // upstream framework may read as the one called name (see sameName).
-func queryNames(raw string, name []byte) bool {
+func queryNames(raw, name string) bool {
 	for raw != "" {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
-		k, _, _ := strings.Cut(kv, "=")
-		if k == "" {
-			continue
-		}
-		if strings.ContainsAny(k, "%+") {
-			uk, err := url.QueryUnescape(k)
-			if err != nil {
-				continue
-			}
-			k = uk
-		}
-		if sameName(k, string(name)) {
+		if k, _, ok := queryParam(kv); ok && sameName(k, name) {
 			return true
 		}
 	}
