@@ -125,7 +125,7 @@ func cleanHeaders(h http.Header, trusted bool) {
 	// ignored, as RFC 9110 lets a server do, and the request goes on as
 	// HTTP/1.1; HTTP2-Settings means nothing without one.
 	if up := h["Upgrade"]; up != nil {
-		if len(up) != 1 || !strings.EqualFold(strings.TrimSpace(up[0]), "websocket") {
+		if len(up) != 1 || !strings.EqualFold(up[0], "websocket") { // trimmed above
 			delete(h, "Upgrade")
 		}
 		delete(h, "Http2-Settings")
@@ -200,15 +200,15 @@ func cleanQuery(raw string) string {
 			// characters, which HTTP/2 lets through, would break the
 			// request line. Re-encoded, each is data to both sides.
 			return reencodeQuery(raw)
-		default:
-			if raw[i] < ' ' {
-				return reencodeQuery(raw)
-			}
 		case '%':
 			if i+2 >= len(raw) || !isHex(raw[i+1]) || !isHex(raw[i+2]) {
 				return reencodeQuery(raw)
 			}
 			i += 2
+		default:
+			if raw[i] < ' ' {
+				return reencodeQuery(raw)
+			}
 		}
 	}
 	return raw

@@ -453,10 +453,11 @@ type writeDeadliner interface{ SetWriteDeadline(time.Time) error }
 // is written, not before, so neither a queue wait nor a slow upstream
 // counts against it.
 func (w *recorder) bound(rw http.ResponseWriter, r *http.Request, send time.Duration) {
-	for w.send = send; ; {
+	w.send, w.h2 = send, r.ProtoMajor == 2
+	for {
 		if d, ok := rw.(writeDeadliner); ok {
 			w.dl = d
-			break
+			return
 		}
 		u, ok := rw.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
@@ -464,7 +465,6 @@ func (w *recorder) bound(rw http.ResponseWriter, r *http.Request, send time.Dura
 		}
 		rw = u.Unwrap()
 	}
-	w.h2 = r.ProtoMajor == 2
 }
 
 // extend gives the client send_timeout from now to take the write that
