@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/url"
 	"strings"
-	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 )
@@ -375,14 +374,13 @@ func StripPrefix(u *url.URL, prefix string, fold bool) {
 			c, n = unhex(esc[i+1])<<4|unhex(esc[i+2]), 3
 		}
 		if p := prefix[j]; c != p && !(fold && lowerByte(c) == lowerByte(p)) {
-			if !fold || c < utf8.RuneSelf {
+			if !fold || c < 0x80 {
 				return
 			}
 			// A letter that folds to p (see foldToASCII), escaped
 			// byte by byte as EscapedPath writes it.
-			r, m := decodeEscapedRune(esc[i:])
-			var rb [utf8.UTFMax]byte
-			if l, _ := foldToASCII(utf8.AppendRune(rb[:0], r)); r == utf8.RuneError || l != lowerByte(p) {
+			l, m := foldEscaped(esc[i:])
+			if m == 0 || l != lowerByte(p) {
 				return
 			}
 			n = m
@@ -416,25 +414,25 @@ func StripPrefix(u *url.URL, prefix string, fold bool) {
 	}
 }
 
-// decodeEscapedRune decodes the rune that esc starts with, its bytes
-// raw or %XX-escaped, and returns it with the length of its spelling.
-func decodeEscapedRune(esc string) (rune, int) {
-	var b [utf8.UTFMax]byte
-	n, i := 0, 0
-	for n < len(b) && i < len(esc) {
-		if esc[i] == '%' && i+2 < len(esc) && isHex(esc[i+1]) && isHex(esc[i+2]) {
-			b[n] = unhex(esc[i+1])<<4 | unhex(esc[i+2])
-			i += 3
+// foldEscaped is foldToASCII for the escaped path esc, its bytes raw or
+// %XX-escaped: the letter and the length of its spelling in esc.
+func foldEscaped(esc string) (byte, int) {
+	var b [3]byte  // foldToASCII's spellings are at most 3 bytes
+	var end [3]int // where in esc each byte of b ends
+	n := 0
+	for i := 0; n < len(b) && i < len(esc); n++ {
+		if esc[i] == '%' && i+2 < len(esc) {
+			b[n], i = unhex(esc[i+1])<<4|unhex(esc[i+2]), i+3
 		} else {
-			b[n] = esc[i]
-			i++
+			b[n], i = esc[i], i+1
 		}
-		n++
-		if r, size := utf8.DecodeRune(b[:n]); r != utf8.RuneError || size > 1 {
-			return r, i
-		}
+		end[n] = i
 	}
-	return utf8.RuneError, 0
+	l, size := foldToASCII(b[:n])
+	if size == 0 {
+		return 0, 0
+	}
+	return l, end[size-1]
 }
 
 func lowerByte(c byte) byte {
