@@ -57,6 +57,77 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 	}
 }
 
+// TestWebSocketIdleTunnelIsClosed: a tunnel is kept while bytes cross it
+// in either direction, and closed at both ends once none has crossed for
+// websocket_idle_timeout, as nginx closes one at proxy_read_timeout. A
+// client could otherwise hold a connection and two of sluice's goroutines,
+// and one of the upstream's connections, for as long as it liked.
+func TestWebSocketIdleTunnelIsClosed(t *testing.T) {
+	t.Parallel()
+	upstreamDone := make(chan struct{})
+	up := newUpstream(t)
+	up.Handle = func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer close(upstreamDone)
+		defer conn.Close()
+		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		rw.Flush()
+		for {
+			line, err := rw.ReadString('\n')
+			if err != nil {
+				return // sluice closed the tunnel
+			}
+			if line != "push\n" {
+				rw.WriteString(line)
+				rw.Flush()
+				continue
+			}
+			// The upstream alone talks, for longer than the timeout.
+			for range 6 {
+				time.Sleep(250 * time.Millisecond)
+				rw.WriteString("tick\n")
+				rw.Flush()
+			}
+		}
+	}
+	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nwebsocket_idle_timeout: 1s\nroutes:\n  - name: ws\n    upstream: %s\n", up.URL)
+	in := start(t, writeConfig(t, cfg))
+	conn, br, resp := openRaw(t, in, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	if resp.StatusCode != 101 {
+		t.Fatalf("upgrade: got %d, want 101", resp.StatusCode)
+	}
+	// The client alone talks, for longer than the timeout.
+	for i := range 6 {
+		time.Sleep(250 * time.Millisecond)
+		msg := fmt.Sprintf("m%d\n", i)
+		io.WriteString(conn, msg)
+		if got, err := br.ReadString('\n'); got != msg {
+			t.Fatalf("echo %d: got %q %v, want %q", i, got, err, msg)
+		}
+	}
+	io.WriteString(conn, "push\n")
+	for i := range 6 {
+		if got, err := br.ReadString('\n'); got != "tick\n" {
+			t.Fatalf("tick %d: got %q %v: the tunnel was closed while the upstream talked", i, got, err)
+		}
+	}
+	// Now nobody talks.
+	quiet := time.Now()
+	if got, err := br.ReadString('\n'); err == nil {
+		t.Fatalf("after the ticks: got %q, want the tunnel closed", got)
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("a quiet tunnel was still open after %v; websocket_idle_timeout is 1s", time.Since(quiet).Round(time.Millisecond))
+	}
+	select {
+	case <-upstreamDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream's end of the tunnel was not closed")
+	}
+}
+
 // TestH2CUpgradeIsNotTunnelled: only a WebSocket handshake may switch
 // protocols through sluice. The upstream here switches to HTTP/2 on
 // "Upgrade: h2c" as a lenient server may (it does not insist that

@@ -91,6 +91,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &ex.rec
 	if s != nil {
 		rec.bound(w, r, s.cfg.SendTimeout)
+		rec.idle = s.cfg.WebSocketIdleTimeout
 	}
 	var rt *route
 	defer func() {
@@ -437,6 +438,8 @@ type recorder struct {
 	dl     writeDeadliner
 	h2     bool
 	sendBy time.Time
+	// idle is websocket_idle_timeout, 0 for none.
+	idle time.Duration
 }
 
 // writeDeadliner is the write deadline of an answer, as net/http's
@@ -575,16 +578,21 @@ func (w *recorder) Flush() {
 	}
 }
 
-// Hijack hands WebSocket upgrades the raw connection.
+// Hijack hands WebSocket upgrades the connection, closed once it is quiet
+// for websocket_idle_timeout (see idleConn).
 func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.status == 0 {
 		w.final(http.StatusSwitchingProtocols)
 	}
 	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil && !w.sendBy.IsZero() {
-		// The connection is a tunnel now, quiet as long as its ends
-		// like: no deadline of an earlier answer may cut it.
-		c.SetWriteDeadline(time.Time{})
+	if err != nil {
+		return c, brw, err
 	}
-	return c, brw, err
+	if w.idle > 0 {
+		return newIdleConn(c, w.idle), brw, nil
+	}
+	// The connection is a tunnel now, quiet as long as its ends like: no
+	// deadline of an earlier answer may cut it.
+	c.SetDeadline(time.Time{})
+	return c, brw, nil
 }

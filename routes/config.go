@@ -46,6 +46,10 @@ type Config struct {
 	// that takes none of it for longer loses the connection (HTTP/1) or
 	// the stream (HTTP/2). Default 60s.
 	SendTimeout time.Duration
+	// WebSocketIdleTimeout closes an upgraded connection (a WebSocket)
+	// that no byte has crossed, in either direction, for this long.
+	// Default 60s.
+	WebSocketIdleTimeout time.Duration
 	// TLS configures the HTTPS listener; nil when the section is absent.
 	TLS *TLS
 	// Store says where limiter state lives.
@@ -221,15 +225,16 @@ func (d *decoder) document(data []byte) *yaml.Node {
 
 func (d *decoder) config(root *yaml.Node, dir string) *Config {
 	m := d.fields(root, "", "listen", "admin", "admin_token", "trusted_proxies", "shutdown_timeout",
-		"client_header_timeout", "client_body_timeout", "keepalive_timeout", "send_timeout", "tls", "store", "policies", "routes", "log")
+		"client_header_timeout", "client_body_timeout", "keepalive_timeout", "send_timeout", "websocket_idle_timeout", "tls", "store", "policies", "routes", "log")
 	c := &Config{
-		Listen:              d.address(d.str(m, "listen", ""), "listen").or(":8080"),
-		Admin:               "127.0.0.1:9091",
-		ShutdownTimeout:     d.positive(d.duration(m, "shutdown_timeout", ""), "shutdown_timeout").or(15 * time.Second),
-		ClientHeaderTimeout: d.positive(d.duration(m, "client_header_timeout", ""), "client_header_timeout").or(10 * time.Second),
-		ClientBodyTimeout:   d.positive(d.duration(m, "client_body_timeout", ""), "client_body_timeout").or(30 * time.Second),
-		KeepaliveTimeout:    d.positive(d.duration(m, "keepalive_timeout", ""), "keepalive_timeout").or(120 * time.Second),
-		SendTimeout:         d.positive(d.duration(m, "send_timeout", ""), "send_timeout").or(60 * time.Second),
+		Listen:               d.address(d.str(m, "listen", ""), "listen").or(":8080"),
+		Admin:                "127.0.0.1:9091",
+		ShutdownTimeout:      d.positive(d.duration(m, "shutdown_timeout", ""), "shutdown_timeout").or(15 * time.Second),
+		ClientHeaderTimeout:  d.positive(d.duration(m, "client_header_timeout", ""), "client_header_timeout").or(10 * time.Second),
+		ClientBodyTimeout:    d.positive(d.duration(m, "client_body_timeout", ""), "client_body_timeout").or(30 * time.Second),
+		KeepaliveTimeout:     d.positive(d.duration(m, "keepalive_timeout", ""), "keepalive_timeout").or(120 * time.Second),
+		SendTimeout:          d.positive(d.duration(m, "send_timeout", ""), "send_timeout").or(60 * time.Second),
+		WebSocketIdleTimeout: d.positive(d.duration(m, "websocket_idle_timeout", ""), "websocket_idle_timeout").or(60 * time.Second),
 	}
 	if a := d.str(m, "admin", ""); a.set {
 		c.Admin = a.v

@@ -2,11 +2,13 @@ package routes
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
 )
@@ -223,5 +225,28 @@ routes:
 	}
 	if o := c.Overrides["leased"].ByKey("a"); o == nil || o.Policy.Sync != ratelimit.SyncLease {
 		t.Errorf("override of a leased policy: got %+v, want it leased too", o)
+	}
+}
+
+// TestTimeouts checks the defaults of the connection timeouts, that each
+// may be set, and that none may be zero.
+func TestTimeouts(t *testing.T) {
+	t.Parallel()
+	const route = "routes: [{name: r, upstream: \"http://127.0.0.1:9000\"}]\n"
+	c, err := Parse("defaults.yaml", []byte(route), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []time.Duration{c.ShutdownTimeout, c.ClientHeaderTimeout, c.ClientBodyTimeout, c.KeepaliveTimeout, c.SendTimeout, c.WebSocketIdleTimeout}
+	if fmt.Sprint(got) != "[15s 10s 30s 2m0s 1m0s 1m0s]" {
+		t.Errorf("defaults: got %v", got)
+	}
+	c, err = Parse("set.yaml", []byte("websocket_idle_timeout: 1h\n"+route), nil)
+	if err != nil || c.WebSocketIdleTimeout != time.Hour {
+		t.Errorf("websocket_idle_timeout: 1h: got %v, %v", c, err)
+	}
+	_, err = Parse("zero.yaml", []byte("websocket_idle_timeout: 0s\n"+route), nil)
+	if err == nil || !strings.Contains(err.Error(), "zero.yaml:1:25: websocket_idle_timeout:") {
+		t.Errorf("websocket_idle_timeout: 0s: got %v, want an error naming the field", err)
 	}
 }
