@@ -470,18 +470,20 @@ func (w *recorder) bound(rw http.ResponseWriter, r *http.Request, send time.Dura
 	}
 }
 
-// extend gives the client send_timeout from now to take the write that
-// follows. Setting a deadline costs a timer update, so one set less than a
-// quarter of the timeout ago is kept.
+// extend gives the client at least send_timeout from now to take the
+// write that follows. Setting a deadline costs a timer update, so one that
+// leaves that much is kept, and a new one leaves a quarter more: a client
+// that takes nothing is cut off after at least send_timeout and at most a
+// quarter more.
 func (w *recorder) extend() {
 	if w.dl == nil || w.send <= 0 {
 		return
 	}
 	now := time.Now()
-	if !w.sendBy.IsZero() && w.sendBy.Sub(now) > w.send*3/4 {
+	if !w.sendBy.IsZero() && w.sendBy.Sub(now) >= w.send {
 		return
 	}
-	w.sendBy = now.Add(w.send)
+	w.sendBy = now.Add(w.send + w.send/4)
 	w.dl.SetWriteDeadline(w.sendBy)
 }
 
