@@ -7,6 +7,7 @@ import (
 
 	"github.com/sluicehq/sluice/problem"
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
 )
 
 // Limits is the /v1/limits answer: the budget of one bucket right now.
@@ -29,7 +30,8 @@ type Limits struct {
 
 // limits answers GET /v1/limits?policy=NAME&key=VALUE. VALUE is the
 // bucket's key values joined by "|" in the order of the policy's key list,
-// and is looked up unchanged; an absent key is the empty key. The bucket is
+// as the gateway joins them (see bucketKey); an absent key is the empty
+// key. The bucket is
 // only peeked at: asking never consumes budget.
 func limits(src Source) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +56,7 @@ func limits(src Source) http.HandlerFunc {
 		if o := src.Override(name, key); o != nil {
 			pol = o
 		}
-		d, err := store.Peek(r.Context(), src.Now(), ratelimit.Request{Policy: pol, Key: key})
+		d, err := store.Peek(r.Context(), src.Now(), ratelimit.Request{Policy: pol, Key: bucketKey(key)})
 		if err != nil {
 			problem.Error(w, http.StatusServiceUnavailable, "reading the bucket from the store: "+err.Error())
 			return
@@ -72,6 +74,13 @@ func limits(src Source) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, l)
 	}
+}
+
+// bucketKey is the key the gateway keeps the bucket of key under: its
+// digest when it is longer than routes.MaxKeyLen. Overrides match the key
+// itself, as in the gateway.
+func bucketKey(key string) string {
+	return string(routes.BoundKey([]byte(key), 0))
 }
 
 // ceilSeconds is d in whole seconds, rounded up; 0 for d <= 0.

@@ -48,7 +48,7 @@ func resetLimits(src Source) http.HandlerFunc {
 		if o := src.Override(name, key); o != nil {
 			p = o
 		}
-		if err := store.Reset(r.Context(), ratelimit.Request{Policy: p, Key: key}); err != nil {
+		if err := store.Reset(r.Context(), ratelimit.Request{Policy: p, Key: bucketKey(key)}); err != nil {
 			problem.Error(w, http.StatusServiceUnavailable, "resetting the bucket in the store: "+err.Error())
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -192,6 +193,35 @@ func TestBruteForceNoAdminToken(t *testing.T) {
 	if resp.StatusCode != 403 {
 		t.Errorf("DELETE without admin_token: got %d, want 403", resp.StatusCode)
 	}
+}
+
+// TestAdminLongKey: a bucket whose key is longer than 256 bytes is kept
+// under its digest; /v1/limits reads and resets it by the key values as
+// the README says, with either store.
+func TestAdminLongKey(t *testing.T) {
+	bruteStores(t, func(t *testing.T, store string) {
+		up := newUpstream(t)
+		cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nadmin_token: \"${SLUICE_ADMIN_TOKEN:-}\"\nstore:\n%s\npolicies:\n  per-key: {algorithm: fixed_window, limit: 1, window: 1h, key: [header:X-API-Key]}\nroutes:\n  - name: api\n    upstream: %s\n    limits: [per-key]\n", store, up.URL)
+		in := start(t, writeConfig(t, cfg), "SLUICE_ADMIN_TOKEN="+bruteToken)
+		key := strings.Repeat("k", 300)
+		call := func() int {
+			resp, _ := do(t, nil, "GET", in.HTTP+"/", nil, map[string]string{"X-API-Key": key})
+			return resp.StatusCode
+		}
+		if a, b := call(), call(); a != 200 || b != 429 {
+			t.Fatalf("two requests: got %d %d, want 200 429", a, b)
+		}
+		limits := in.Admin + "/v1/limits?" + url.Values{"policy": {"per-key"}, "key": {key}}.Encode()
+		if resp, body := do(t, nil, "GET", limits, nil, nil); resp.StatusCode != 200 || !strings.Contains(string(body), `"remaining":0`) {
+			t.Errorf("GET: got %d %s, want the spent bucket", resp.StatusCode, body)
+		}
+		if resp, _ := do(t, nil, "DELETE", limits, nil, map[string]string{"Authorization": "Bearer " + bruteToken}); resp.StatusCode != 204 {
+			t.Fatalf("DELETE: got %d, want 204", resp.StatusCode)
+		}
+		if got := call(); got != 200 {
+			t.Errorf("after DELETE: got %d, want 200", got)
+		}
+	})
 }
 
 // TestBruteForceConcurrentGuesses sends many failing attempts at once
