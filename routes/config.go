@@ -192,6 +192,25 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// parserErrors are the messages of the YAML parser, as opposed to its
+// scanner. The decoder numbers a parser error's line from 0 and a
+// scanner error's from 1; the line is that of the construct the parser
+// was reading (the "[" of a list never closed), or of the problem when
+// that construct starts the file.
+var parserErrors = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"did not find expected node content":     true,
+	"did not find expected key":              true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected ',' or '}'":       true,
+	"did not find expected ',' or ']'":       true,
+	"found undefined tag handle":             true,
+	"found incompatible YAML document":       true,
+	"found duplicate %YAML directive":        true,
+	"found duplicate %TAG directive":         true,
+}
+
 // document parses data as exactly one YAML document and returns its root;
 // nil for an empty file.
 func (d *decoder) document(data []byte) *yaml.Node {
@@ -208,6 +227,9 @@ func (d *decoder) document(data []byte) *yaml.Node {
 			if m := yamlLine.FindStringSubmatch(msg); m != nil {
 				line, _ = strconv.Atoi(m[1])
 				msg = m[2]
+				if parserErrors[msg] {
+					line++
+				}
 			}
 			d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: 1, Message: "syntax error: " + msg})
 			return nil

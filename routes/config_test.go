@@ -250,3 +250,24 @@ func TestTimeouts(t *testing.T) {
 		t.Errorf("websocket_idle_timeout: 0s: got %v, want an error naming the field", err)
 	}
 }
+
+// TestSyntaxErrorLines: a YAML syntax error names the line where the
+// problem is, or where the list or map it breaks starts.
+func TestSyntaxErrorLines(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ yaml, want string }{
+		{"listen: x\nroutes: []\nrouters: [a, b\n", "f.yaml:3:1: syntax error: did not find expected ',' or ']'"},
+		{"a: 1\nb: 2\nc: 3\nd: [10s\n", "f.yaml:4:1: syntax error: did not find expected ',' or ']'"},
+		{"a:\n  b: 1\n c: 2\n", "f.yaml:3:1: syntax error: did not find expected key"},
+		{"- a\n- b\nc: 1\n", "f.yaml:3:1: syntax error: did not find expected '-' indicator"},
+		{"a: 1\nb:\n  - x\n  y: 2\n", "f.yaml:3:1: syntax error: did not find expected '-' indicator"},
+		// Scanner errors were numbered right already.
+		{"a: 1\n\tb: 2\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
+		{"a: 1\nb: \"open\n", "f.yaml:2:1: syntax error: found unexpected end of stream"},
+	} {
+		_, err := Parse("f.yaml", []byte(tc.yaml), nil)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%q: got %v, want %s", tc.yaml, err, tc.want)
+		}
+	}
+}
