@@ -335,17 +335,6 @@ func (m *Manager) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, 
 	return nil, errNoCertificate
 }
 
-// Serves reports whether host is a name this manager has a certificate
-// for: a static certificate names it (exactly or by a wildcard) or it is
-// one of the ACME domains. It reads the certificates current at the call,
-// so a Reload applies at once.
-func (m *Manager) Serves(host string) bool {
-	if m.static.Load().match(host) != nil {
-		return true
-	}
-	return m.acme != nil && coveredBy(host, m.acme.Domains)
-}
-
 // isACMEChallenge reports a TLS-ALPN-01 validation handshake (RFC 8737):
 // the single protocol acme-tls/1 and the name being validated.
 func isACMEChallenge(hello *tls.ClientHelloInfo) bool {

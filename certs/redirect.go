@@ -3,22 +3,22 @@ package certs
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 
 	"github.com/sluicehq/sluice/problem"
 )
 
-// RedirectHTTPS returns a handler that answers a request for a host that
-// serves reports true with 308 Permanent Redirect to the same host, path
-// and query over https on httpsPort; the port is left out when it is 443
-// or empty. 308 (not 301) keeps the method and body of a POST. The Host
-// header is the client's to choose, so a redirect to any host it names
-// would send users wherever a crafted link or a poisoned cache says (an
-// open redirect); a host serves does not know gets 421 Misdirected
-// Request instead, and a request without a Host gets 400. serves is
-// called with the host lower-cased, without port, brackets or trailing
-// dot; it must be safe for concurrent use. Manager.Serves is one.
-func RedirectHTTPS(httpsPort string, serves func(host string) bool) http.Handler {
+// RedirectHTTPS returns a handler that answers a request with 308
+// Permanent Redirect to the same host, path and query over https on
+// httpsPort; the port is left out when it is 443 or empty. 308 (not 301)
+// keeps the method and body of a POST. Any host is redirected, as nginx's
+// "return 308 https://$host$request_uri" does: the client asked for that
+// host, and a name without a certificate here fails its handshake. A
+// request without a Host, or with one that is neither a DNS name nor an
+// IP address (userinfo, a path, a space), gets 400: such a value must
+// not become a Location.
+func RedirectHTTPS(httpsPort string) http.Handler {
 	if httpsPort == "443" {
 		httpsPort = ""
 	}
@@ -28,8 +28,8 @@ func RedirectHTTPS(httpsPort string, serves func(host string) bool) http.Handler
 			problem.Write(w, problem.Details{Status: http.StatusBadRequest, Detail: "missing Host header"})
 			return
 		}
-		if !serves(host) {
-			problem.Write(w, problem.Details{Status: http.StatusMisdirectedRequest, Detail: "no https site is configured for this host"})
+		if !validHost(host) {
+			problem.Write(w, problem.Details{Status: http.StatusBadRequest, Detail: "the Host header is not a host name or an IP address"})
 			return
 		}
 		authority := host
@@ -40,6 +40,30 @@ func RedirectHTTPS(httpsPort string, serves func(host string) bool) http.Handler
 		}
 		http.Redirect(w, r, "https://"+authority+r.URL.RequestURI(), http.StatusPermanentRedirect)
 	})
+}
+
+// validHost reports whether host, lower-cased and without port, brackets
+// or trailing dot, is an IP address or a DNS name: labels of letters,
+// digits, "-" and "_" (which some internal names carry), none empty, 253
+// bytes at most.
+func validHost(host string) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Zone() == ""
+	}
+	if len(host) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // hostWithoutPort returns the host of a Host header value such as

@@ -66,10 +66,15 @@ routes:
 	if want := fmt.Sprintf("https://sluice.test:%d/v1/x?y=1", tlsPort); resp.StatusCode != 308 || resp.Header.Get("Location") != want {
 		t.Errorf("plain listener: got %d Location %q, want 308 %s", resp.StatusCode, resp.Header.Get("Location"), want)
 	}
-	// A Host that is not one of the gateway's names is not followed.
-	resp, _ = do(t, noFollow, "GET", in.HTTP+"/login", nil, map[string]string{"Host": "evil.example"})
-	if resp.StatusCode != http.StatusMisdirectedRequest || resp.Header.Get("Location") != "" {
-		t.Errorf("plain listener, unknown host: got %d Location %q, want 421 and no Location", resp.StatusCode, resp.Header.Get("Location"))
+	// Any host is redirected, as SPEC §2 says; a Host that is no host
+	// name is not.
+	resp, _ = do(t, noFollow, "GET", in.HTTP+"/login", nil, map[string]string{"Host": "other.example"})
+	if want := fmt.Sprintf("https://other.example:%d/login", tlsPort); resp.StatusCode != 308 || resp.Header.Get("Location") != want {
+		t.Errorf("plain listener, another host: got %d Location %q, want 308 %s", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+	resp, _ = do(t, noFollow, "GET", in.HTTP+"/login", nil, map[string]string{"Host": "sluice.test@evil.example"})
+	if resp.StatusCode != 400 || resp.Header.Get("Location") != "" {
+		t.Errorf("plain listener, userinfo in Host: got %d Location %q, want 400 and no Location", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	if err := in.Stop(); err != nil {
 		t.Fatalf("stopping: %v", err)

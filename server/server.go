@@ -182,7 +182,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		if err := s.listen("https", cfg.TLS.Listen, handler, s.certs.TLSConfig(), errc); err != nil {
 			return err
 		}
-		redirect := certs.RedirectHTTPS(portOf(s.Addr("https").String()), s.certs.Serves)
+		redirect := certs.RedirectHTTPS(portOf(s.Addr("https").String()))
 		s.redirectHTTP.Store(cfg.TLS.RedirectHTTP)
 		plain = s.certs.HTTPChallenge(s.redirecting(handler, redirect))
 	}
