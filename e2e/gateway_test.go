@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -37,6 +38,19 @@ func TestValidateExampleConfig(t *testing.T) {
 	out, err := exec.Command(binary, "validate", "-config", "../config.example.yaml").CombinedOutput()
 	if err != nil {
 		t.Fatalf("validate config.example.yaml: %v\n%s", err, out)
+	}
+}
+
+// TestValidateUsageExitsOne: validate exits 0 or 1 and nothing else, as
+// SPEC §1 says, a flag it does not know or an argument too many included.
+func TestValidateUsageExitsOne(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"validate", "-bogus"}, {"validate", "-config", "../config.example.yaml", "extra"}} {
+		err := exec.Command(binary, args...).Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+			t.Errorf("sluice %s: got %v, want exit status 1", strings.Join(args, " "), err)
+		}
 	}
 }
 

@@ -126,10 +126,12 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+// runValidate exits 0 for a valid file and 1 for anything else, a usage
+// error included: SPEC §1 gives validate no other status.
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	f, ok := parseFlags("validate", args, stderr)
 	if !ok {
-		return 2
+		return 1
 	}
 	if _, err := routes.Load(f.config); err != nil {
 		fmt.Fprintln(stderr, err)
