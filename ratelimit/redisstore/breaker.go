@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,7 +62,18 @@ func (b *breaker) succeeded() {
 }
 
 // failed records a failed round trip; force opens the breaker at once.
+// A server that answers OOM (maxmemory reached with noeviction) is up:
+// its scripts still decide every limit that writes nothing, rejections
+// of spent buckets included, so the error opens no breaker. Otherwise a
+// flood of fresh keys, which any client can send, would move every
+// bucket of the gateway to the on_error fallback.
 func (b *breaker) failed(err error, force bool) {
+	if !force && isOOMReply(err) {
+		b.mu.Lock()
+		b.lastErr = err
+		b.mu.Unlock()
+		return
+	}
 	b.mu.Lock()
 	b.lastErr = err
 	b.mu.Unlock()
@@ -134,6 +147,12 @@ func (s *Store) ping() error {
 	err := bounded(ctx, func() rueidis.RedisResult { return c.Do(ctx, c.B().Ping().Build()) }).Error()
 	s.observe(start, err)
 	return err
+}
+
+// isOOMReply reports whether err carries Redis's OOM error reply.
+func isOOMReply(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
 }
 
 func netDialer(timeout time.Duration) net.Dialer {

@@ -483,7 +483,7 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 			l.req = r
 			l.arriveLocked(now)
 		}
-		if l.takeLocked(now) {
+		if l.takeLocked(s.spendTime(now)) {
 			d := l.decisionLocked(now, true)
 			s.startRefillLocked(c, l, now)
 			l.mu.Unlock()
@@ -510,7 +510,7 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 		l.mu.Lock()
 	}
 	d := l.decisionLocked(now, false)
-	if d.Allowed = l.takeLocked(now); d.Allowed {
+	if d.Allowed = l.takeLocked(s.spendTime(now)); d.Allowed {
 		d = l.decisionLocked(now, true)
 	}
 	l.mu.Unlock()
@@ -518,6 +518,23 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 		return d, l, nil
 	}
 	return d, nil, nil
+}
+
+// spendTime is the time a unit taken now is spent at, for the lease's
+// deadline: the decision's time, or, on the server's clock, the present
+// when that is later. A decision may be made long after its time (a
+// round trip for a limit before it, a refill it waited for, a goroutine
+// that ran late); a unit of a window spent then, past the deadline,
+// would count in a window that has ended while the next one's whole
+// budget is spent as well.
+func (s *Store) spendTime(now time.Time) time.Time {
+	if s.o.CallerTime {
+		return now
+	}
+	if t := time.Now(); t.After(now) {
+		return t
+	}
+	return now
 }
 
 // takeOne decides r with a call of its own for one unit, spent at once:

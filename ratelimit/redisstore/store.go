@@ -98,8 +98,8 @@ type Options struct {
 	// OnInstances, if set, is called with N, the instances seen alive,
 	// after each heartbeat; heartbeats run once a leased policy is used.
 	OnInstances func(n int)
-	// Logger receives the "lease fallback" and "lease resumed" lines;
-	// nil writes none.
+	// Logger receives the "lease fallback" and "lease resumed" lines, and
+	// a warning when Redis evicts keys once full; nil writes none.
 	Logger *slog.Logger
 }
 
@@ -265,7 +265,9 @@ func (s *Store) connect(ctx context.Context) error {
 		}
 		if !s.client.CompareAndSwap(nil, &r.c) {
 			r.c.Close()
+			return nil
 		}
+		go s.checkEviction(r.c)
 		return nil
 	case <-ctx.Done():
 		// Close a client that connects after all, so it does not leak.
@@ -277,6 +279,25 @@ func (s *Store) connect(ctx context.Context) error {
 			}
 		}()
 		return fmt.Errorf("connecting to redis %v: %w", s.o.Addresses, ctx.Err())
+	}
+}
+
+// checkEviction warns when Redis evicts keys once it is full: a client
+// that sends fresh key values can then push live buckets and blocks out,
+// which come back fresh (README, "Redis memory"). Managed services that
+// refuse CONFIG are left unchecked.
+func (s *Store) checkEviction(c rueidis.Client) {
+	if s.o.Logger == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Timeout, time.Second))
+	defer cancel()
+	kv, err := c.Do(ctx, c.B().ConfigGet().Parameter("maxmemory-policy").Build()).AsStrMap()
+	if err != nil {
+		return
+	}
+	if p, ok := kv["maxmemory-policy"]; ok && p != "noeviction" {
+		s.o.Logger.Warn("redis evicts keys when full: a flood of fresh keys can evict live buckets and blocks, which then come back fresh; set maxmemory-policy noeviction", "maxmemory_policy", p)
 	}
 }
 

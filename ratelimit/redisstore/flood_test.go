@@ -1,0 +1,122 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// floodKeys decides one request for each of up to max fresh keys of p
+// (key values "flood-N", as an attacker picks them: one new X-API-Key, or
+// username, per request) from 16 goroutines, until stop reports true.
+// It returns how many it sent.
+func floodKeys(t *testing.T, s *Store, p *ratelimit.Policy, max int64, stop func() bool) int64 {
+	t.Helper()
+	var next atomic.Int64
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			out := make([]ratelimit.Decision, 1)
+			for !done.Load() {
+				i := next.Add(1)
+				if i > max {
+					return
+				}
+				r := ratelimit.Request{Policy: p, Key: "flood-" + strconv.FormatInt(i, 10)}
+				if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{r}, out); err != nil {
+					t.Error(err)
+					return
+				}
+				if i%2000 == 0 && stop() {
+					done.Store(true)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return min(next.Load(), max)
+}
+
+func infoField(t *testing.T, srv *redistest.Server, section, name string) string {
+	t.Helper()
+	info := srv.Do("INFO", section)
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// TestKeyFloodOOMKeepsBreakerClosed: a flood of fresh key values against
+// a Redis with maxmemory and noeviction (the setting that keeps live
+// buckets) fills it, and every script that writes fails with OOM. Were
+// those errors taken for Redis failing, the breaker would open for every
+// key, and on_error local (the default) would decide every bucket afresh
+// in the in-process fallback: a key exhausted in Redis would get its
+// whole limit again, on each instance. Redis still decides what writes
+// nothing, the rejections of spent buckets among them.
+func TestKeyFloodOOMKeepsBreakerClosed(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 3, Window: time.Hour})
+	victim := ratelimit.Request{Policy: p, Key: "exhausted-key"}
+	out := make([]ratelimit.Decision, 1)
+	for i := range 4 {
+		if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{victim}, out); err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 3; out[0].Allowed != want {
+			t.Fatalf("request %d: allowed %v, want %v", i+1, out[0].Allowed, want)
+		}
+	}
+	n := floodKeys(t, s, p, 400_000, func() bool { return s.LastError() != nil })
+	t.Logf("flooded %d fresh keys; healthy=%v last error: %v", n, s.Healthy(), s.LastError())
+	admitted := 0
+	for range 3 {
+		if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{victim}, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Allowed {
+			admitted++
+		}
+	}
+	if admitted > 0 {
+		t.Errorf("after the key flood, %d more requests of a key whose window (limit 3) is spent were admitted (fallback: %v)", admitted, fmt.Sprint(s.LastError()))
+	}
+}
+
+// TestWarnsWhenRedisEvicts: a Redis that evicts keys once full gets a
+// warning at connect; one with noeviction (Redis's default) none.
+func TestWarnsWhenRedisEvicts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--maxmemory-policy", "volatile-lru"}, true},
+		{nil, false},
+	} {
+		srv := redistest.Start(t, tc.args...)
+		var buf syncBuffer
+		newStore(t, Options{Addresses: []string{srv.Addr()}, Logger: slog.New(slog.NewJSONHandler(&buf, nil))})
+		const want = `"maxmemory_policy":"volatile-lru"`
+		if tc.warn {
+			if _, ok := waitFor(5*time.Second, func() bool { return buf.count(want) > 0 }); !ok {
+				t.Errorf("%v: no warning naming %s", tc.args, want)
+			}
+		} else if time.Sleep(200 * time.Millisecond); buf.count("evicts") > 0 {
+			t.Errorf("noeviction: got a warning, want none")
+		}
+	}
+}

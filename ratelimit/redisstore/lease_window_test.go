@@ -1,0 +1,146 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// TestLeaseUnitsNotSpentAfterWindowEnd: a route with two leased limits, a
+// fixed_window P (limit 10000 per 2s) whose lease holds units of window k,
+// and a second leased limit Q taken first. Requests that arrive just
+// before the end of window k find Q's lease empty; its refill is a round
+// trip that Redis answers after the window has ended (a slow Redis here:
+// SIGSTOP for 150ms). P is then taken with the requests' decision time
+// (from before the round trip), which is still before the lease's
+// deadline, so units counted in window k are spent in window k+1, while
+// another instance spends window k+1's whole budget: more than limit
+// admissions in window k+1. README "Leases": "an instance spends a unit
+// only before the local deadline ... Units are spent only in the window
+// they were counted in".
+func TestLeaseUnitsNotSpentAfterWindowEnd(t *testing.T) {
+	srv := redistest.Start(t)
+	const window = 2 * time.Second
+	const limit = 10000
+	mk := func() *Store {
+		s, err := New(context.Background(), Options{Addresses: []string{srv.Addr()}, Timeout: 3 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := waitFor(10*time.Second, s.Healthy); !ok {
+			t.Fatal("store not healthy")
+		}
+		return s
+	}
+	a, b := mk(), mk()
+	t.Cleanup(func() { b.Close() })
+	for _, s := range []*Store{a, b} {
+		s.startHeartbeat()
+	}
+	a.beat(false)
+	b.beat(false)
+
+	p := leasePolicy(t, "p", ratelimit.FixedWindow, limit, window)
+	q := leasePolicy(t, "q", ratelimit.FixedWindow, 1_000_000, time.Hour)
+	rp := ratelimit.Request{Policy: p, Key: "global"}
+	rq := ratelimit.Request{Policy: q, Key: "global"}
+
+	// Start early in a window (windows are aligned to the Unix epoch, and
+	// Redis runs on this machine's clock).
+	w := int64(window / time.Microsecond)
+	for {
+		us := time.Now().UnixMicro()
+		if off := us % w; off > 100_000 && off < 300_000 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	startK := time.Now().UnixMicro() / w * w
+	boundary := time.UnixMicro(startK + w)
+
+	// Instance A serves P's traffic in window k: its lease grows.
+	out := make([]ratelimit.Decision, 1)
+	for range 3000 {
+		if err := a.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.leases.mu.Lock()
+	l := a.leases.m[Key(a.prefix, rp)]
+	a.leases.mu.Unlock()
+	l.mu.Lock()
+	t.Logf("A's lease of P holds %d units of window %d", l.units, l.mark)
+	l.mu.Unlock()
+
+	// Steady traffic on A keeps its lease (idle leases go back after
+	// 400ms) until requests arrive 40ms before window k ends; Redis is
+	// slow to answer Q's refill, until 100ms after the end.
+	for time.Until(boundary) > 40*time.Millisecond {
+		if err := a.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	l.mu.Lock()
+	t.Logf("at the burst, A's lease of P holds %d units of window %d, gone=%v", l.units, l.mark, l.gone)
+	l.mu.Unlock()
+	now0 := time.Now()
+	srv.Pause()
+	var stale, fresh atomic.Int64
+	var wg sync.WaitGroup
+	for range 400 {
+		wg.Go(func() {
+			out := make([]ratelimit.Decision, 2)
+			if err := a.Decide(context.Background(), now0, []ratelimit.Request{rq, rp}, out); err != nil {
+				t.Error(err)
+				return
+			}
+			if out[0].Allowed && out[1].Allowed {
+				if out[1].Ticket.At == startK {
+					stale.Add(1)
+				} else {
+					fresh.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(time.Until(boundary.Add(100 * time.Millisecond)))
+	srv.Resume()
+	wg.Wait()
+	resumed := time.Now()
+	if !resumed.After(boundary) {
+		t.Fatalf("resumed before the window's end")
+	}
+	// A goes away (its unspent units of window k+1 go back); B then takes
+	// what Redis has of window k+1.
+	a.Close()
+	var admittedB int64
+	for misses := 0; misses < 50 && time.Now().Before(boundary.Add(window-200*time.Millisecond)); {
+		if err := b.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Allowed {
+			admittedB++
+		} else {
+			misses++
+		}
+	}
+	if time.Now().After(boundary.Add(window)) {
+		t.Fatalf("draining ran past window k+1")
+	}
+	// Every admission counted here happened after window k ended (Redis
+	// answered Q's refill only after the end) and before window k+1 did.
+	total := stale.Load() + fresh.Load() + admittedB
+	t.Logf("in window k+1: A spent %d units of window k and %d of k+1; B %d; total %d (limit %d)", stale.Load(), fresh.Load(), admittedB, total, limit)
+	if stale.Load() > 0 {
+		t.Errorf("%d units counted in window k were spent after window k ended", stale.Load())
+	}
+	if total > limit {
+		t.Errorf("window k+1 admitted %d > limit %d", total, limit)
+	}
+}
