@@ -337,6 +337,11 @@ func TestLeaseRedisDownFallsBackAndResumes(t *testing.T) {
 	)
 	path := writeConfig(t, cfg)
 	ins := []*instance{start(t, path), start(t, path), start(t, path)}
+	// The fallback gauge is there from the start, at 0, so an alert on
+	// it finds a series before anything went wrong.
+	if v, ok := scrape(t, ins[0].Admin)[`sluice_ratelimit_lease_fallback{policy="fixed"}`]; !ok || v != 0 {
+		t.Errorf("before any request: lease_fallback got %v (present %v), want 0", v, ok)
+	}
 	warmUp(t, ins)
 
 	// The load runs until stop is closed; a light load on the route

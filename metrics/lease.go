@@ -50,6 +50,16 @@ func (m *Metrics) LeaseFallback(policy string, on bool) {
 	m.lease.fallback.WithLabelValues(policy).Set(v)
 }
 
+// LeaseDeclare makes the fallback series of leased policy, at 0, when it
+// has none yet: an alert on it finds a series before Redis ever failed.
+func (m *Metrics) LeaseDeclare(policy string) {
+	if m == nil {
+		return
+	}
+	m.track(policy)
+	m.lease.fallback.WithLabelValues(policy)
+}
+
 // LeaseInstances sets N, the instances seen alive.
 func (m *Metrics) LeaseInstances(n int) {
 	if m == nil {

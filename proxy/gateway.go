@@ -126,8 +126,11 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 		names = append(names, r.Name)
 	}
 	policies := make([]string, 0, len(cfg.Policies))
-	for name := range cfg.Policies {
+	for name, p := range cfg.Policies {
 		policies = append(policies, name)
+		if p.Sync == ratelimit.SyncLease {
+			g.metrics.LeaseDeclare(name)
+		}
 	}
 	g.metrics.Retain(names, policies)
 }
