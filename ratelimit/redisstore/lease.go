@@ -283,6 +283,10 @@ func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
 	return d
 }
 
+// leaseFieldArg is the index in leaseArgs of the token_bucket field that
+// holds the instance's leased units.
+const leaseFieldArg = 11
+
 // leaseArgs builds the arguments of one lease.lua call.
 func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent, refunds int64) []string {
 	at := ""
@@ -300,7 +304,7 @@ func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMa
 		strconv.FormatInt(back, 10),
 		strconv.FormatInt(backMark, 10),
 		strconv.FormatInt(spent, 10),
-		"o:" + s.id,
+		"o:" + s.id, // leaseFieldArg
 		strconv.FormatInt(micros(leaseTTL), 10),
 		strconv.FormatInt(refunds, 10),
 	}
@@ -326,7 +330,12 @@ func parseLease(vals []rueidis.RedisMessage) (leaseReply, error) {
 
 // leaseCall runs lease.lua once for the bucket key of policy p.
 func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, p *ratelimit.Policy, key string, want, back, backMark, spent, refunds int64) (leaseReply, error) {
-	args := s.leaseArgs(now, p, want, back, backMark, spent, refunds)
+	return s.runLease(ctx, c, p, key, s.leaseArgs(now, p, want, back, backMark, spent, refunds), want, back)
+}
+
+// runLease runs lease.lua with args, which ask for want units and give
+// back back.
+func (s *Store) runLease(ctx context.Context, c rueidis.Client, p *ratelimit.Policy, key string, args []string, want, back int64) (leaseReply, error) {
 	start := time.Now()
 	vals, err := bounded(ctx, func() rueidis.RedisResult { return leaseScript.Exec(ctx, c, []string{key}, args) }).ToArray()
 	var rep leaseReply
@@ -538,10 +547,15 @@ func (s *Store) spendTime(now time.Time) time.Time {
 }
 
 // takeOne decides r with a call of its own for one unit, spent at once:
-// the table is full. The unit stays counted in Redis (a token_bucket's
-// until its lease expires), which errs towards admitting less.
+// the table is full. A token_bucket's unit is held under a field of its
+// own, oneField, and each call reports all that field holds spent, so
+// the instance's holding from these calls is one unit at most (the last
+// one, until the next call or the lease's end) rather than one more per
+// admission, which would cap the refill lower and lower.
 func (s *Store) takeOne(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request, key string) (ratelimit.Decision, *lease, error) {
-	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 1, 0, 0, 0, 0)
+	args := s.leaseArgs(now, r.Policy, 1, 0, 0, math.MaxInt32, 0)
+	args[leaseFieldArg] = "o:" + s.id + ":1"
+	rep, err := s.runLease(ctx, c, r.Policy, key, args, 1, 0)
 	if err != nil {
 		return ratelimit.Decision{}, nil, err
 	}

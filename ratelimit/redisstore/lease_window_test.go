@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -142,5 +143,40 @@ func TestLeaseUnitsNotSpentAfterWindowEnd(t *testing.T) {
 	}
 	if total > limit {
 		t.Errorf("window k+1 admitted %d > limit %d", total, limit)
+	}
+}
+
+// TestTakeOneReportsSpent: past maxLeases leases, a leased token_bucket
+// decision takes one unit with a call of its own (takeOne). Were its
+// units never reported spent, each grant would renew the instance's whole
+// holding in Redis, which grows by one per admission and caps the refill
+// at burst minus it: the bucket would stall for a second after every
+// burst's worth (a token bucket of 10/s, burst 10, sent 50/s for 3s
+// admitted 20, not 40).
+func TestTakeOneReportsSpent(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true})
+	s.startHeartbeat()
+	p := leasePolicy(t, "tb", ratelimit.TokenBucket, 10, time.Second)
+	// The table is full (65,536 other keys in use).
+	s.leases.mu.Lock()
+	s.leases.m = make(map[string]*lease, maxLeases)
+	for i := range maxLeases {
+		k := "other" + strconv.Itoa(i)
+		s.leases.m[k] = &lease{key: k, lastUse: time.Now().Add(time.Hour)}
+	}
+	s.leases.mu.Unlock()
+	r := ratelimit.Request{Policy: p, Key: "busy"}
+	t0 := time.Unix(1_700_000_000, 0)
+	admitted := 0
+	for i := range 150 {
+		d := decide1(t, s, t0.Add(time.Duration(i)*20*time.Millisecond), r)
+		if d[0].Allowed {
+			admitted++
+		}
+	}
+	// A token bucket admits burst + rate x 3s = 40 of this traffic.
+	if admitted < 36 {
+		t.Errorf("admitted %d of 150 requests over 3s at 10/s with burst 10; a token bucket admits 40", admitted)
 	}
 }
