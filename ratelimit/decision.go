@@ -51,6 +51,12 @@ type Ticket struct {
 	// policy's), 0 when the unit is not held: Refund and Keep must end
 	// the hold. Stores that expire holds tell their generations apart.
 	Hold int64
+	// Gen tells the life of the bucket the unit was taken in from a later
+	// one: after a Reset, Refund and Keep give nothing to the fresh
+	// bucket, which never counted the unit. The memory store counts its
+	// resets; the Redis store keeps a count per bucket, and names each
+	// lease.
+	Gen int64
 }
 
 // Request names one bucket: a policy and the consumer's key values.

@@ -60,6 +60,9 @@ type MemoryStore struct {
 	maxKeys  int
 	clock    func() time.Time
 	observe  func(time.Duration, error)
+	// resets counts Resets: a Ticket's Gen is its value when the unit
+	// was taken, and each shard notes the value a Reset of a key set.
+	resets atomic.Int64
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -196,11 +199,13 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		if e != nil {
 			e.refreshLocked(r.Policy)
 			e.decideInto(r.Policy, t, &out[0])
+			out[0].Ticket.Gen = m.resets.Load()
 			e.unlock(true)
 		} else {
 			s.mu.Lock()
 			e = s.getLocked(r, h, t, m.perShard(pt, r.Policy), nil)
 			e.decideInto(r.Policy, t, &out[0])
+			out[0].Ticket.Gen = m.resets.Load()
 			e.unlock(true)
 			s.mu.Unlock()
 		}
@@ -243,6 +248,7 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		}
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
+		out[i].Ticket.Gen = m.resets.Load()
 		if !out[i].Allowed && !r.Policy.Shadow {
 			admitted = false
 		}
@@ -338,8 +344,12 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 		h := m.hash(r.Policy, r.Key)
 		s := m.shardOf(r.Policy, h)
 		s.mu.Lock()
-		// A bucket that is gone, or was started afresh for new settings,
-		// holds nothing of this unit.
+		// A bucket that is gone, was started afresh for new settings, or
+		// was reset since, holds nothing of this unit.
+		if s.resetSince(r.Key, ds[i].Ticket.Gen) {
+			s.mu.Unlock()
+			continue
+		}
 		if e := s.find(h, r.Policy, r.Key); e != nil {
 			if e.pol.Settings() == r.Policy.Settings() {
 				e.settleLocked(r.Policy, t, ds[i].Ticket, refund)
@@ -372,6 +382,7 @@ func (m *MemoryStore) Reset(_ context.Context, r Request) error {
 	}
 	e.pol = r.Policy
 	e.resetLocked(r.Policy)
+	s.noteReset(r.Key, m.resets.Add(1), m.clock().UnixNano())
 	e.unlock(true)
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // entry is one bucket, kept inline in its shard's table: the slot is the
@@ -189,7 +190,43 @@ type memShard struct {
 	hand    int                   // the clock hand's slot
 	made    int                   // buckets made since eviction last removed every idle one
 	evicted evictedRecord         // live buckets evicted; empty until the first
+	resets  map[string]resetNote  // keys reset lately; nil until the first
 	_       [64]byte              // keeps neighbouring shards' locks off one cache line
+}
+
+// resetNote is a Reset of a bucket: the store's count of resets it made,
+// and when, in Unix ns.
+type resetNote struct{ gen, at int64 }
+
+// resetMemory is how long a shard notes a Reset: longer than any request
+// takes to be settled (a hold that is never settled runs out within 10
+// minutes with Redis), so no unit of before it is given to the fresh
+// bucket.
+const resetMemory = int64(time.Hour)
+
+// noteReset notes that key was reset at now, the store's count of resets
+// being gen. Notes older than resetMemory go whenever the notes reach a
+// multiple of 64, so that many resets cost a pass over the notes each 64.
+// The caller holds s.mu.
+func (s *memShard) noteReset(key string, gen, now int64) {
+	if s.resets == nil {
+		s.resets = make(map[string]resetNote)
+	}
+	if len(s.resets)%64 == 63 {
+		for k, n := range s.resets {
+			if now-n.at > resetMemory {
+				delete(s.resets, k)
+			}
+		}
+	}
+	s.resets[key] = resetNote{gen, now}
+}
+
+// resetSince reports whether key was reset after a unit taken when the
+// store's count of resets was gen. The caller holds s.mu.
+func (s *memShard) resetSince(key string, gen int64) bool {
+	n, ok := s.resets[key]
+	return ok && n.gen > gen
 }
 
 // find returns the bucket of (p.Name, key), whose hash is h, holding its

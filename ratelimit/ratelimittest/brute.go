@@ -101,6 +101,38 @@ func runRefund(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			t.Errorf("after a second refund of a full bucket: got %+v, want 4 of 5 admitted", d)
 		}
 	})
+	// A request admitted before a Reset and settled after it gives
+	// nothing to the fresh bucket, which never counted it: otherwise
+	// every request in flight at a reset would add one to the budget.
+	for _, a := range refundable {
+		t.Run(a.String()+"/reset between take and refund", func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			p := mustPolicy(t, ratelimit.Policy{Name: "refund-reset-" + a.String(), Algorithm: a, Limit: 2, Window: 8 * sec, Hold: true})
+			r := ratelimit.Request{Policy: p, Key: "k"}
+			before := decide(t, s, T0, []ratelimit.Request{r})[0]
+			if err := s.Reset(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			after := decide(t, s, T0.Add(ms), []ratelimit.Request{r, r})
+			if !after[0].Allowed || !after[1].Allowed {
+				t.Fatalf("after the reset: got %+v, want both admitted", after)
+			}
+			if err := s.Refund(context.Background(), T0.Add(2*ms), []ratelimit.Request{r}, []ratelimit.Decision{before}); err != nil {
+				t.Fatal(err)
+			}
+			if d := decide(t, s, T0.Add(3*ms), []ratelimit.Request{r})[0]; d.Allowed {
+				t.Errorf("a third request after the reset: admitted, want rejected (limit 2)")
+			}
+			// The requests of after the reset still give back.
+			if err := s.Refund(context.Background(), T0.Add(4*ms), []ratelimit.Request{r}, after[1:]); err != nil {
+				t.Fatal(err)
+			}
+			if d := decide(t, s, T0.Add(5*ms), []ratelimit.Request{r})[0]; !d.Allowed {
+				t.Errorf("after a refund of a request of after the reset: rejected, want admitted")
+			}
+		})
+	}
 	t.Run("zero ticket gives nothing back", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)

@@ -66,7 +66,7 @@ func TestThroughputAgainstRedisBenchmark(t *testing.T) {
 	p := benchPolicy(t)
 	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
 	sha := srv.Do("SCRIPT", "LOAD", commonSource+decideSource)
-	keys, args := s.call(time.Now(), reqs, modeTake, "bench.1", "", nil, nil)
+	keys, args := s.call(time.Now(), reqs, modeTake, "bench.1", "", nil, nil, nil)
 	const perRun = 200_000
 	rate := regexp.MustCompile(`([0-9.]+) requests per second`)
 	t.Logf("%-8s %14s %18s %7s", "callers", "store dec/s", "redis-benchmark/s", "ratio")

@@ -81,7 +81,7 @@ func (s *Store) runGroups(ctx context.Context, c rueidis.Client, now time.Time, 
 	var wg sync.WaitGroup
 	for _, g := range gs {
 		wg.Go(func() {
-			keys, args := s.call(now, g.reqs, mode, g.token, "", nil, nil)
+			keys, args := s.call(now, g.reqs, mode, g.token, "", nil, nil, nil)
 			g.at, g.err = s.run(ctx, c, decideScript, keys, args, now, g.reqs, g.out, g.starts)
 			g.ran = g.err == nil
 			g.consumed = g.ran && mode == modeTake && ratelimit.Admitted(g.reqs, g.out)
@@ -122,7 +122,7 @@ func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time,
 					undo[j] = "1"
 				}
 			}
-			keys, args := s.call(now, g.reqs, modeUndo, g.token, formatInt(g.at), undo, nil)
+			keys, args := s.call(now, g.reqs, modeUndo, g.token, formatInt(g.at), undo, nil, nil)
 			got := make([]ratelimit.Decision, len(g.reqs))
 			if _, err := s.run(ctx, c, decideScript, keys, args, now, g.reqs, got, nil); err != nil {
 				// The budget stays taken until the keys expire; the

@@ -125,7 +125,7 @@ func TestCluster(t *testing.T) {
 	t.Run("conformance", func(t *testing.T) {
 		var n atomic.Int64
 		ratelimittest.Run(t, func(t *testing.T) ratelimit.Store {
-			s, err := New(t.Context(), Options{Mode: Cluster, Addresses: addrs, CallerTime: true, KeyPrefix: fmt.Sprintf("cc%d:", n.Add(1)), Timeout: testTimeout})
+			s, err := New(t.Context(), Options{Mode: Cluster, Addresses: addrs, CallerTime: true, KeyPrefix: fmt.Sprintf("cc%d:", n.Add(1)), Timeout: testTimeout, Observe: failOnError(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

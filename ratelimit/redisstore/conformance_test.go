@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -19,10 +20,22 @@ func TestConformance(t *testing.T) {
 			CallerTime: true,
 			KeyPrefix:  fmt.Sprintf("conf%d:", n.Add(1)),
 			Timeout:    testTimeout,
+			Observe:    failOnError(t),
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	})
+}
+
+// failOnError is an Options.Observe that fails t on any failed round trip:
+// with on_error local the store would otherwise answer from its fallback,
+// and a script that fails would pass the conformance suite unseen.
+func failOnError(t *testing.T) func(time.Duration, error) {
+	return func(_ time.Duration, err error) {
+		if err != nil {
+			t.Errorf("redis round trip failed: %v", err)
+		}
+	}
 }

@@ -27,6 +27,12 @@ var commonSource string
 // have left the window, so it is not a read-only script.
 var decideScript = rueidis.NewLuaScript(commonSource + decideSource)
 
+//go:embed reset.lua
+var resetSource string
+
+// resetScript makes a bucket fresh and counts the reset; see reset.lua.
+var resetScript = rueidis.NewLuaScript(resetSource)
+
 // Script modes, ARGV[5] of decide.lua.
 const (
 	modeTake   = "1"
@@ -38,7 +44,7 @@ const (
 )
 
 // fieldsPerLimit is the number of reply integers per limit.
-const fieldsPerLimit = 8
+const fieldsPerLimit = 9
 
 // redisTicket is ratelimit.Ticket.Store of a unit this store took in
 // Redis; units its Fallback took carry the fallback's own.
@@ -152,7 +158,7 @@ func (s *Store) Peek(ctx context.Context, now time.Time, r ratelimit.Request) (r
 // decideOnce runs decide.lua once over reqs, whose keys must share a slot
 // in cluster mode, and returns the server's decision time in us.
 func (s *Store) decideOnce(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, mode string) (int64, error) {
-	keys, args := s.call(now, reqs, mode, s.token(), "", nil, nil)
+	keys, args := s.call(now, reqs, mode, s.token(), "", nil, nil, nil)
 	return s.run(ctx, c, decideScript, keys, args, now, reqs, out, nil)
 }
 
@@ -171,10 +177,11 @@ func (s *Store) tailToken(now time.Time) string {
 // not nil, names what to give back per limit (mode "u", for a decision at
 // undoAt in us; modes "r" and "k", the units to settle). held, when not
 // nil, says per limit whether the unit to settle was held; otherwise each
-// policy's Hold does. See appendParams.
-func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []string, held []bool) (keys, args []string) {
+// policy's Hold does. gens, when not nil, names per limit the generation
+// of the bucket the unit to settle was taken in. See appendParams.
+func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoAt string, undo []string, held []bool, gens []string) (keys, args []string) {
 	keys = make([]string, len(reqs))
-	args = make([]string, 6, 6+10*len(reqs))
+	args = make([]string, 6, 6+11*len(reqs))
 	if s.o.CallerTime {
 		args[0] = strconv.FormatInt(now.UnixMicro(), 10)
 	}
@@ -193,7 +200,11 @@ func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoA
 		if held != nil {
 			hold = held[i]
 		}
-		args = appendParams(args, r, u, hold)
+		g := "-"
+		if gens != nil {
+			g = gens[i]
+		}
+		args = appendParams(args, r, u, hold, g)
 	}
 	return keys, args
 }
@@ -241,7 +252,7 @@ func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, 
 				d.Ticket = ratelimit.Ticket{Store: redisTicket, At: now.UnixNano()}
 			}
 		case f[5] != 0:
-			d.Ticket = ratelimit.Ticket{Store: redisTicket, At: f[5], Hold: f[7]}
+			d.Ticket = ratelimit.Ticket{Store: redisTicket, At: f[5], Hold: f[7], Gen: f[8]}
 		}
 		if d.Delay > 0 {
 			d.Departure = now.Add(d.Delay)
@@ -358,15 +369,16 @@ func (s *Store) settle(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		sub := make([]ratelimit.Request, len(g))
 		undo := make([]string, len(g))
 		held := make([]bool, len(g))
+		gens := make([]string, len(g))
 		for j, i := range g {
 			sub[j] = reqs[i]
 			t := ds[i].Ticket
-			undo[j], held[j] = formatInt(t.At), t.Hold != 0
+			undo[j], held[j], gens[j] = formatInt(t.At), t.Hold != 0, formatInt(t.Gen)
 			if held[j] {
 				undo[j] = formatInt(t.Hold)
 			}
 		}
-		keys, args := s.call(now, sub, mode, s.token(), "", undo, held)
+		keys, args := s.call(now, sub, mode, s.token(), "", undo, held, gens)
 		tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 		_, err := s.run(tctx, *c, decideScript, keys, args, now, sub, make([]ratelimit.Decision, len(g)), nil)
 		cancel()
@@ -382,7 +394,8 @@ func (s *Store) settle(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 }
 
 // Reset implements ratelimit.Store: it deletes the bucket's keys, its
-// block included, in Redis and in the Fallback. For a leased policy it
+// block included, in Redis and in the Fallback, and counts the reset, so
+// that no unit taken before it is settled against the fresh bucket. For a leased policy it
 // also drops this instance's lease of the bucket; what other instances'
 // leases hold is still spent until it runs out (the window's end, or the
 // token_bucket lease TTL).
@@ -409,7 +422,7 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	start := time.Now()
-	err := bounded(tctx, func() rueidis.RedisResult { return (*c).Do(tctx, (*c).B().Del().Key(k, k+":s", k+":b").Build()) }).Error()
+	err := bounded(tctx, func() rueidis.RedisResult { return resetScript.Exec(tctx, *c, []string{k}, nil) }).Error()
 	s.observe(start, err)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -19,19 +19,26 @@
 --           (decide, take none), 'u' undo, 'r' refund (count_status), 'k'
 --           keep (end a token_bucket hold, the unit stays spent)
 -- ARGV[6]   undo: the time in us of the decision being undone
--- ARGV[6+10*(i-1)+1..10] per limit: algorithm (ratelimit.Algorithm: 1
+-- ARGV[6+11*(i-1)+1..11] per limit: algorithm (ratelimit.Algorithm: 1
 --           token, 2 leaky, 3 fixed, 4 sliding log, 5 sliding counter),
 --           limit, window us, interval us, burst, tolerance us, shadow
 --           (1/0), undo ('-': keep; to give back, the window start the
 --           decision's reply named, the TAT or next departure it wrote in
 --           us, or 1 for a sliding log; to refund or keep, the mark the
 --           reply named, or its hold mark for a held token), block us (0:
---           the limit does not block), hold (1/0: a token_bucket's takes
---           are held, ratelimit.Policy.Hold; to refund or keep, whether
---           the unit was)
+--           the limit does not block), hold (1/0: the limit's units may be
+--           settled, ratelimit.Policy.Hold, and a token_bucket's takes are
+--           held; to refund or keep, whether the unit was), generation
+--           (to refund or keep, the one the decision's reply named; else
+--           '-')
+--
+-- KEYS[i] .. ':g' counts the resets of bucket i (see reset.lua); a unit
+-- taken before a reset is not settled against the fresh bucket.
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
--- delay_ns, mark in us, blocked (1/0), hold mark}. The mark names the unit
+-- delay_ns, mark in us, blocked (1/0), hold mark, generation}. The
+-- generation is the bucket's count of resets when a limit that may settle
+-- took a unit, else 0. The mark names the unit
 -- an admitted request took, for a refund (0 when it took none): the
 -- window start it was counted in (fixed_window, sliding_window_counter),
 -- the TAT after it (token_bucket), the score of its log entry
@@ -241,15 +248,27 @@ local token = ARGV[3]
 local tail = ARGV[4]
 
 local function param(i)
-  local b = 6 + (i - 1) * 10
+  local b = 6 + (i - 1) * 11
   local p = {
     alg = tonumber(ARGV[b + 1]), limit = tonumber(ARGV[b + 2]), w = tonumber(ARGV[b + 3]),
     t = tonumber(ARGV[b + 4]), burst = tonumber(ARGV[b + 5]), tol = tonumber(ARGV[b + 6]),
     shadow = ARGV[b + 7] == '1', flag = ARGV[b + 8] ~= '-', start = tonumber(ARGV[b + 8]),
-    block = tonumber(ARGV[b + 9]), hold = ARGV[b + 10] == '1',
+    block = tonumber(ARGV[b + 9]), hold = ARGV[b + 10] == '1', gen = tonumber(ARGV[b + 11]),
   }
   p.cap = 1 + math.floor(p.tol / p.t)
   return p
+end
+
+-- gen is bucket k's count of resets.
+local function gen(k)
+  return tonumber(redis.call('GET', k .. ':g') or '0')
+end
+
+-- current reports whether the unit of limit i to settle was taken in the
+-- bucket as it is: no reset came between.
+local function current(i)
+  local p = param(i)
+  return p.gen == nil or p.gen == gen(KEYS[i])
 end
 
 -- scalar state: token_bucket 'tat', leaky_bucket 'next tail',
@@ -447,7 +466,11 @@ local function step(i, n)
   end
   local d, took, b = algstep(p, k, i, n)
   if d[1] == 0 and n > 0 then startblock(p, k, d) end
-  if not took then d[6], d[8] = 0, 0 end
+  if not took then
+    d[6], d[8] = 0, 0
+  elseif p.hold then
+    d[9] = gen(k)
+  end
   return d, took, b
 end
 
@@ -492,15 +515,16 @@ end
 local n = #KEYS
 local out = {now}
 local function put(i, d)
-  local b = 1 + (i - 1) * 8
-  for j = 1, 8 do out[b + j] = d[j] or 0 end
+  local b = 1 + (i - 1) * 9
+  for j = 1, 9 do out[b + j] = d[j] or 0 end
 end
+
 
 if mode == 'r' then
   -- Give back, for the limits flagged, the unit an admitted request took
   -- (count_status), against this server's time like every decision.
   for i = 1, n do
-    if param(i).flag then refund(i) end
+    if param(i).flag and current(i) then refund(i) end
   end
   for i = 1, n do put(i, (step(i, 0))) end
   return out
@@ -511,7 +535,7 @@ if mode == 'k' then
   -- took (count_status): it stays spent.
   for i = 1, n do
     local p = param(i)
-    if p.flag and p.alg == 1 and p.hold then tb_settle(p, KEYS[i], p.start, false) end
+    if p.flag and p.alg == 1 and p.hold and current(i) then tb_settle(p, KEYS[i], p.start, false) end
   end
   for i = 1, n do put(i, (step(i, 0))) end
   return out
@@ -540,7 +564,7 @@ for i = 1, n do
   local d, t, old = step(i, cost)
   put(i, d)
   took[i], tails[i] = t, old
-  if d[1] == 0 and ARGV[6 + (i - 1) * 10 + 7] ~= '1' then admitted = false end
+  if d[1] == 0 and ARGV[6 + (i - 1) * 11 + 7] ~= '1' then admitted = false end
 end
 if not admitted then
   -- Nothing is consumed: give back what the admitting limits took and

@@ -76,19 +76,21 @@ func writeTagged(sb *strings.Builder, s string) {
 // scripts work with the very numbers the memory store does.
 func micros(d time.Duration) int64 { return int64(d / time.Microsecond) }
 
-// appendParams appends the ten script arguments that describe limit r
+// appendParams appends the eleven script arguments that describe limit r
 // (see decide.lua); undo is "-" to keep the limit's budget, else what to
 // give back: the window start the decision reported, or "1". hold says
-// whether a token_bucket's units are held: for a decision the policy's
-// Hold, for a refund or keep whether the unit was.
-func appendParams(args []string, r ratelimit.Request, undo string, hold bool) []string {
+// whether the limit's units may be settled (and a token_bucket's are
+// held): for a decision the policy's Hold, for a refund or keep whether
+// the unit was held. gen is "-", or for a refund or keep the generation
+// the decision's reply named.
+func appendParams(args []string, r ratelimit.Request, undo string, hold bool, gen string) []string {
 	p := r.Policy
 	shadow := "0"
 	if p.Shadow {
 		shadow = "1"
 	}
 	held := "0"
-	if hold && p.Algorithm == ratelimit.TokenBucket {
+	if hold {
 		held = "1"
 	}
 	return append(args,
@@ -100,6 +102,6 @@ func appendParams(args []string, r ratelimit.Request, undo string, hold bool) []
 		strconv.FormatInt(micros(p.Tolerance()), 10),
 		shadow, undo,
 		strconv.FormatInt(micros(p.Block), 10),
-		held,
+		held, gen,
 	)
 }

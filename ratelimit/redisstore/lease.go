@@ -54,6 +54,7 @@ var leaseTau = leaseHalfLife.Seconds() / math.Ln2
 // guarded by mu.
 type lease struct {
 	key string // the bucket's Redis key
+	id  int64  // this lease among all the table made: Ticket.Gen of its units
 
 	mu       sync.Mutex
 	req      ratelimit.Request
@@ -94,8 +95,9 @@ type leaseReply struct {
 // leaseTable holds this instance's leases by bucket key. The zero value
 // is ready; it is safe for concurrent use.
 type leaseTable struct {
-	mu sync.RWMutex
-	m  map[string]*lease
+	mu   sync.RWMutex
+	m    map[string]*lease
+	made int64 // leases made, the id of the last
 }
 
 // get returns the lease of key, creating it; nil when the table is full.
@@ -117,7 +119,8 @@ func (t *leaseTable) get(key string, r ratelimit.Request) *lease {
 	if len(t.m) >= maxLeases {
 		return nil
 	}
-	l = &lease{key: key, req: r}
+	t.made++
+	l = &lease{key: key, id: t.made, req: r}
 	t.m[key] = l
 	return l
 }
@@ -231,9 +234,11 @@ func (l *lease) takeLocked(now time.Time) bool {
 }
 
 // untakeLocked gives back a unit takeLocked spent, while it still counts:
-// a held one exactly, back into the lease (see keepHeldLocked).
+// a held one exactly, back into the lease (see keepHeldLocked). A unit of
+// another lease of the bucket (one dropped by a Reset, or forgotten when
+// idle) is not this one's to take back.
 func (l *lease) untakeLocked(now time.Time, t ratelimit.Ticket) bool {
-	if l.gone || !now.Before(l.deadline) {
+	if l.gone || !now.Before(l.deadline) || t.Gen != l.id {
 		return false
 	}
 	at := t.At
@@ -265,7 +270,7 @@ func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
 	d := ratelimit.Decision{Allowed: allowed, Limit: p.Limit}
 	if allowed {
 		d.Remaining = min(l.units+l.remote, p.Capacity())
-		d.Ticket = ratelimit.Ticket{Store: leaseTicket, At: l.mark}
+		d.Ticket = ratelimit.Ticket{Store: leaseTicket, At: l.mark, Gen: l.id}
 		if p.Algorithm == ratelimit.TokenBucket && p.Hold {
 			d.Ticket.Hold = l.gen + 1
 		}
@@ -681,7 +686,7 @@ func (s *Store) settleLease(now time.Time, r ratelimit.Request, d ratelimit.Deci
 		l.untakeLocked(now, d.Ticket)
 		return
 	}
-	if l.expireLocked(now); !l.gone && d.Ticket.Hold == l.gen+1 && l.held > 0 {
+	if l.expireLocked(now); !l.gone && d.Ticket.Gen == l.id && d.Ticket.Hold == l.gen+1 && l.held > 0 {
 		l.held--
 		l.spent++
 	}

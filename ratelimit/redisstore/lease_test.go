@@ -266,3 +266,49 @@ func TestLeaseSlowTrafficHoldsNothing(t *testing.T) {
 		t.Errorf("Redis counts %d, want the 20 admitted", got)
 	}
 }
+
+// TestLeaseRefundAfterReset: a unit a lease spent before a Reset, given
+// back after it, does not go to the lease made since, which never counted
+// it; each request in flight at a reset would otherwise add one to the
+// budget. Units of the new lease still go back.
+func TestLeaseRefundAfterReset(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.SlidingWindowCounter} {
+		t.Run(a.String(), func(t *testing.T) {
+			s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, KeyPrefix: a.String() + ":"})
+			p, err := ratelimit.NewPolicy(ratelimit.Policy{Name: "login", Algorithm: a, Limit: 3, Window: time.Hour, Sync: ratelimit.SyncLease, Hold: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := ratelimit.Request{Policy: p, Key: "alice"}
+			t0 := time.Unix(1_700_000_000, 0)
+			before := decide1(t, s, t0, r)[0]
+			if !before.Allowed {
+				t.Fatal("first request rejected")
+			}
+			if err := s.Reset(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			var after []ratelimit.Decision
+			for i := range 3 {
+				d := decide1(t, s, t0.Add(time.Duration(i+1)*time.Millisecond), r)[0]
+				if !d.Allowed {
+					t.Fatalf("request %d after the reset: rejected, want admitted", i)
+				}
+				after = append(after, d)
+			}
+			if err := s.Refund(context.Background(), t0.Add(5*time.Millisecond), []ratelimit.Request{r}, []ratelimit.Decision{before}); err != nil {
+				t.Fatal(err)
+			}
+			if decide1(t, s, t0.Add(6*time.Millisecond), r)[0].Allowed {
+				t.Errorf("a fourth request after the reset: admitted, want rejected (limit 3)")
+			}
+			if err := s.Refund(context.Background(), t0.Add(7*time.Millisecond), []ratelimit.Request{r}, after[2:]); err != nil {
+				t.Fatal(err)
+			}
+			if !decide1(t, s, t0.Add(8*time.Millisecond), r)[0].Allowed {
+				t.Errorf("after a refund of a request of after the reset: rejected, want admitted")
+			}
+		})
+	}
+}
