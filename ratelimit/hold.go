@@ -14,6 +14,7 @@ func (m *MemoryStore) HoldDepartures(r Request, next time.Time) {
 		return
 	}
 	pt := m.table(r.Policy)
+	r.Policy = pt.current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := pt.shardOf(h)
 	s.mu.Lock()

@@ -78,6 +78,43 @@ type policyTable struct {
 	id     int // orders the shard locks of a route's limits
 	shards []memShard
 	mask   uint64
+	newest atomic.Pointer[Policy] // of the highest Version seen; nil before one
+}
+
+// current returns p, or the policy of its name the table saw with a higher
+// Version: the newer configuration's, when p's request began before a
+// reload. A policy of Version 0 is taken as it is.
+func (pt *policyTable) current(p *Policy) *Policy {
+	if p.Version == 0 {
+		return p
+	}
+	for {
+		n := pt.newest.Load()
+		if n != nil && n.Version >= p.Version {
+			return n
+		}
+		if pt.newest.CompareAndSwap(n, p) {
+			return p
+		}
+	}
+}
+
+// current returns reqs with each policy as its table decides with it (see
+// policyTable.current): reqs itself when none is older, else a copy.
+func (m *MemoryStore) current(reqs []Request) []Request {
+	var out []Request
+	for i, r := range reqs {
+		if p := m.table(r.Policy).current(r.Policy); p != r.Policy {
+			if out == nil {
+				out = slices.Clone(reqs)
+			}
+			out[i].Policy = p
+		}
+	}
+	if out == nil {
+		return reqs
+	}
+	return out
 }
 
 // NewMemoryStore returns a MemoryStore and starts its sweeper.
@@ -184,6 +221,7 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 	if len(reqs) == 1 {
 		r := reqs[0]
 		pt := m.table(r.Policy)
+		r.Policy = pt.current(r.Policy)
 		h := m.hash(r.Policy, r.Key)
 		s := pt.shardOf(h)
 		// Without the shard's lock but for a busy shard: one where a
@@ -212,6 +250,7 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		setDeparture(out[:1], now)
 		return nil
 	}
+	reqs = m.current(reqs)
 	var hashBuf [8]uint64
 	var entryBuf [8]*entry
 	var shardBuf [8]*memShard
@@ -299,6 +338,7 @@ func sameBucket(reqs []Request, hashes []uint64, entries []*entry, r Request, h 
 // Peek implements Store.
 func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decision, error) {
 	t := now.UnixNano()
+	r.Policy = m.table(r.Policy).current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(r.Policy, h)
 	s.mu.Lock()
@@ -337,6 +377,7 @@ func (m *MemoryStore) Keep(_ context.Context, now time.Time, reqs []Request, ds 
 // held units are kept; a unit not held is spent already.
 func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refund bool) {
 	t := now.UnixNano()
+	reqs = m.current(reqs)
 	for i, r := range reqs {
 		if !ds[i].Allowed || ds[i].Ticket.Store != memoryTicket || !refund && ds[i].Ticket.Hold == 0 {
 			continue
@@ -368,6 +409,7 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 // spent.
 func (m *MemoryStore) Reset(_ context.Context, r Request) error {
 	pt := m.table(r.Policy)
+	r.Policy = pt.current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := pt.shardOf(h)
 	s.mu.Lock()

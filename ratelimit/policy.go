@@ -95,6 +95,13 @@ type Policy struct {
 	// every other policy's; 0 takes the store's MemoryOptions.MaxKeys. It
 	// is not part of Settings: a reload that changes it keeps the buckets.
 	MaxKeys int
+	// Version orders the configurations policies come from: each load
+	// makes its policies with a higher one, 0 for none. The memory store
+	// decides a request whose policy is older than the newest of its name
+	// it has seen (one that began before a reload) with that newest one,
+	// so requests of two configurations never take turns making a bucket
+	// afresh. Not part of Settings.
+	Version uint64
 
 	interval  int64  // Window / Limit in nanoseconds, rounded up to a whole microsecond
 	window    int64  // Window in nanoseconds, a whole number of microseconds

@@ -40,6 +40,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
 		return ctx.Err()
 	}
+	r.Policy = m.table(r.Policy).current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(r.Policy, h)
 	w := &waiter{dep: d.Departure.UnixNano()}
