@@ -131,6 +131,72 @@ routes:
 	}
 }
 
+// TestFailedBodyClosesConnection: a body failure is answered and the
+// connection closed at once, whatever the client does next. net/http
+// reads away up to 256 KiB of a body the handler left unread before it
+// closes; with no deadline on that read, a client that stopped sending
+// held the connection and its goroutine for as long as it stayed silent.
+func TestFailedBodyClosesConnection(t *testing.T) {
+	t.Parallel()
+	up := newUpstream(t)
+	in := start(t, writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: ""
+client_header_timeout: 500ms
+client_body_timeout: 400ms
+keepalive_timeout: 1s
+send_timeout: 1s
+routes:
+  - name: upload
+    match: {path_prefix: /upload}
+    upstream: %[1]s
+    max_body: 1000
+  - name: otp
+    match: {path_prefix: /otp}
+    upstream: %[1]s
+    limits:
+      - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:phone]}
+`, up.URL)))
+	addr := hostOf(in.HTTP)
+	cases := []struct {
+		name, raw string
+		want      int
+	}{
+		{"body pause 408", "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\nabc", 408},
+		{"json key body pause 408", "POST /otp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{\"phone\":", 408},
+		{"declared past max_body 413", "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 2000\r\n\r\nabc", 413},
+		{"no route 404", "POST /none HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\nabc", 404},
+		{"streamed past max_body 413", "POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5dc\r\n" + string(make([]byte, 1500)) + "\r\n", 413},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			conn.SetDeadline(time.Now().Add(15 * time.Second))
+			io.WriteString(conn, c.raw)
+			br := bufio.NewReader(conn)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			answered := time.Now()
+			if resp.StatusCode != c.want || !resp.Close {
+				t.Errorf("got %d close=%v", resp.StatusCode, resp.Close)
+			}
+			// The client now stays silent; sluice said Connection: close.
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = br.ReadByte()
+			if err != io.EOF {
+				t.Errorf("connection still open %v after the %d (read: %v); want sluice to close it within its bounds (all <= 1s here)", time.Since(answered).Round(time.Millisecond), c.want, err)
+			}
+		})
+	}
+}
+
 func TestMaxBodyThroughBinary(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)

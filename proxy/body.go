@@ -156,11 +156,20 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		err = b.failed(classify(err, byWhole, b.idle))
 	}
 	if err != nil {
-		// The server reads the connection again once the body is done,
-		// to notice a client that leaves; a deadline left behind would
-		// cancel the request when it expires.
 		b.done.Store(true)
-		b.ctl.SetReadDeadline(time.Time{})
+		if b.fail.Load() == nil {
+			// The server reads the connection again once the body is
+			// done, to notice a client that leaves; a deadline left
+			// behind would cancel the request when it expires.
+			b.ctl.SetReadDeadline(time.Time{})
+		} else {
+			// A failed body ends its connection after the answer
+			// (refuseBody says so). net/http first reads away what it
+			// can of the rest, up to 256 KiB, with no deadline of its
+			// own: a client that stopped would hold the connection for
+			// as long as it stayed silent. That read now fails at once.
+			b.ctl.SetReadDeadline(time.Unix(1, 0))
+		}
 	}
 	return n, err
 }
