@@ -25,3 +25,26 @@ func (m *MemoryStore) HoldDepartures(r Request, next time.Time) {
 	e.unlock(true)
 	s.mu.Unlock()
 }
+
+// BlockUntil blocks the bucket of r until until, as a rejection by its
+// policy would have, when the policy blocks and the bucket's block ends
+// sooner. A store that takes over from another (the local fallback of a
+// Redis store) is told this way of the blocks the other kept: without it a
+// key blocked there would find a fresh bucket here.
+func (m *MemoryStore) BlockUntil(r Request, until time.Time) {
+	if r.Policy.Block <= 0 {
+		return
+	}
+	pt := m.table(r.Policy)
+	r.Policy = pt.current(r.Policy)
+	h := m.hash(r.Policy, r.Key)
+	s := pt.shardOf(h)
+	s.mu.Lock()
+	e := s.getLocked(r, h, m.clock().UnixNano(), m.perShard(pt, r.Policy), nil)
+	if e.ext == nil {
+		e.ext = new(entryExt)
+	}
+	e.ext.block = max(e.ext.block, until.UnixNano())
+	e.unlock(true)
+	s.mu.Unlock()
+}

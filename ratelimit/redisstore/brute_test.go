@@ -151,3 +151,38 @@ func TestWaitInFallback(t *testing.T) {
 		t.Errorf("third: got %v, want context.Canceled", err)
 	}
 }
+
+// TestFallbackKeepsRedisBlock: a key this instance saw blocked in Redis
+// stays blocked when the local fallback decides instead (Redis went
+// away, or a saturated gateway missed the timeout, as a client's own load
+// can make it): a fresh fallback bucket would hand a blocked guesser the
+// whole limit again.
+func TestFallbackKeepsRedisBlock(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
+	r := []ratelimit.Request{{Policy: p, Key: "alice"}}
+	other := []ratelimit.Request{{Policy: p, Key: "bob"}}
+	ctx := context.Background()
+	out := make([]ratelimit.Decision, 1)
+	for i := range 4 {
+		if err := s.Decide(ctx, time.Now(), r, out); err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 3; out[0].Allowed != want {
+			t.Fatalf("guess %d: allowed %v, want %v", i+1, out[0].Allowed, want)
+		}
+	}
+	srv.Kill()
+	for i := range 3 {
+		if err := s.Decide(ctx, time.Now(), r, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Allowed || out[0].RetryAfter < 59*time.Minute {
+			t.Errorf("guess %d with Redis gone: got %+v, want rejected until the block's end, about 1h away", i+5, out[0])
+		}
+	}
+	if err := s.Decide(ctx, time.Now(), other, out); err != nil || !out[0].Allowed {
+		t.Errorf("another key with Redis gone: got %+v, %v, want the fallback's budget", out[0], err)
+	}
+}

@@ -24,6 +24,12 @@ type departureHolder interface {
 	HoldDepartures(r ratelimit.Request, next time.Time)
 }
 
+// blockHolder is a Fallback that can be told the blocks Redis kept
+// (ratelimit.MemoryStore is one).
+type blockHolder interface {
+	BlockUntil(r ratelimit.Request, until time.Time)
+}
+
 // handover keeps a leaky_bucket's outflow single when decisions move
 // between Redis and the local fallback. While Redis decides, it remembers
 // per bucket the next departure Redis had free after this store's latest
@@ -36,6 +42,11 @@ type departureHolder interface {
 type handover struct {
 	redis schedules // on Redis, for the fallback
 	local schedules // on the fallback, for Redis
+	// blocks are the ends of the blocks Redis answered for this store's
+	// requests, for the fallback: a key blocked in Redis stays blocked
+	// when the fallback decides it. Blocks other instances saw are not
+	// known here.
+	blocks schedules
 }
 
 // maxSchedules bounds the buckets a schedules remembers.
@@ -102,8 +113,19 @@ func (m *schedules) sweepLocked(now time.Time) {
 }
 
 // handOver starts the fallback's schedule of each leaky_bucket limit in
-// reqs where Redis's stood, before the fallback decides reqs.
+// reqs where Redis's stood, and blocks each key of reqs that Redis had
+// blocked, before the fallback decides reqs.
 func (s *Store) handOver(now time.Time, reqs []ratelimit.Request) {
+	if b, ok := s.fallback.(blockHolder); ok && s.handover.blocks.pending.Load() {
+		for _, r := range reqs {
+			if r.Policy.Block <= 0 {
+				continue
+			}
+			if until, ok := s.handover.blocks.take(Key(s.prefix, r), now); ok {
+				b.BlockUntil(r, until)
+			}
+		}
+	}
 	h, ok := s.fallback.(departureHolder)
 	if !ok || !s.handover.redis.pending.Load() {
 		return
@@ -114,6 +136,17 @@ func (s *Store) handOver(now time.Time, reqs []ratelimit.Request) {
 		}
 		if next, ok := s.handover.redis.take(Key(s.prefix, r), now); ok {
 			h.HoldDepartures(r, next)
+		}
+	}
+}
+
+// recordBlocks notes the end of each block Redis answered for reqs: a
+// rejection by a policy that blocks starts or meets one, whose end its
+// RetryAfter names, counted like recordSchedules' times.
+func (m *schedules) recordBlocks(prefix string, now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
+	for i, r := range reqs {
+		if r.Policy.Block > 0 && !r.Policy.Shadow && !out[i].Allowed && out[i].RetryAfter > 0 {
+			m.record(Key(prefix, r), now.Add(trip+out[i].RetryAfter), now)
 		}
 	}
 }
