@@ -237,13 +237,13 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		if e != nil {
 			e.refreshLocked(r.Policy)
 			e.decideInto(r.Policy, t, &out[0])
-			out[0].Ticket.Gen = m.resets.Load()
+			m.stamp(&out[0])
 			e.unlock(true)
 		} else {
 			s.mu.Lock()
 			e = s.getLocked(r, h, t, m.perShard(pt, r.Policy), nil)
 			e.decideInto(r.Policy, t, &out[0])
-			out[0].Ticket.Gen = m.resets.Load()
+			m.stamp(&out[0])
 			e.unlock(true)
 			s.mu.Unlock()
 		}
@@ -287,7 +287,7 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		}
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
-		out[i].Ticket.Gen = m.resets.Load()
+		m.stamp(&out[i])
 		if !out[i].Allowed && !r.Policy.Shadow {
 			admitted = false
 		}
@@ -316,6 +316,14 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 	}
 	setDeparture(out, now)
 	return nil
+}
+
+// stamp gives d's ticket, when it has one, the store's count of resets;
+// the caller holds the bucket's lock, under which Reset counts too.
+func (m *MemoryStore) stamp(d *Decision) {
+	if d.Ticket.Store != 0 {
+		d.Ticket.Gen = m.resets.Load()
+	}
 }
 
 // lockOrder is a shard in the order a multi-limit decision locks it.
