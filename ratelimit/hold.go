@@ -13,17 +13,7 @@ func (m *MemoryStore) HoldDepartures(r Request, next time.Time) {
 	if r.Policy.Algorithm != LeakyBucket {
 		return
 	}
-	pt := m.table(r.Policy)
-	r.Policy = pt.current(r.Policy)
-	h := m.hash(r.Policy, r.Key)
-	s := pt.shardOf(h)
-	s.mu.Lock()
-	// The store's clock stands for now: only an eviction (and a record of
-	// evicted buckets) reads it here.
-	e := s.getLocked(r, h, m.clock().UnixNano(), m.perShard(pt, r.Policy), nil)
-	e.s[0] = max(e.s[0], next.UnixNano())
-	e.unlock(true)
-	s.mu.Unlock()
+	m.update(r, func(e *entry) { e.s[0] = max(e.s[0], next.UnixNano()) })
 }
 
 // BlockUntil blocks the bucket of r until until, as a rejection by its
@@ -35,16 +25,25 @@ func (m *MemoryStore) BlockUntil(r Request, until time.Time) {
 	if r.Policy.Block <= 0 {
 		return
 	}
+	m.update(r, func(e *entry) {
+		if e.ext == nil {
+			e.ext = new(entryExt)
+		}
+		e.ext.block = max(e.ext.block, until.UnixNano())
+	})
+}
+
+// update runs f on the bucket of r, made if need be, under its lock. The
+// store's clock stands for now: only an eviction (and a record of evicted
+// buckets) reads it here.
+func (m *MemoryStore) update(r Request, f func(e *entry)) {
 	pt := m.table(r.Policy)
 	r.Policy = pt.current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := pt.shardOf(h)
 	s.mu.Lock()
 	e := s.getLocked(r, h, m.clock().UnixNano(), m.perShard(pt, r.Policy), nil)
-	if e.ext == nil {
-		e.ext = new(entryExt)
-	}
-	e.ext.block = max(e.ext.block, until.UnixNano())
+	f(e)
 	e.unlock(true)
 	s.mu.Unlock()
 }
