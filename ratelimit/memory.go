@@ -78,7 +78,15 @@ type policyTable struct {
 	id     int // orders the shard locks of a route's limits
 	shards []memShard
 	mask   uint64
-	newest atomic.Pointer[Policy] // of the highest Version seen; nil before one
+	newest atomic.Pointer[versioned] // nil before a policy with a Version
+}
+
+// versioned is the policy of the highest Version a table saw, and since
+// when its settings hold: the lowest Version of the unbroken run of
+// policies with them that led to it.
+type versioned struct {
+	p     *Policy
+	since uint64
 }
 
 // current returns p, or the policy of its name the table saw with a higher
@@ -90,13 +98,32 @@ func (pt *policyTable) current(p *Policy) *Policy {
 	}
 	for {
 		n := pt.newest.Load()
-		if n != nil && n.Version >= p.Version {
-			return n
+		switch {
+		case n != nil && n.p.Version > p.Version:
+			return n.p
+		case n != nil && n.p.Version == p.Version:
+			return p // of one load, the same policy
 		}
-		if pt.newest.CompareAndSwap(n, p) {
+		v := &versioned{p: p, since: p.Version}
+		if n != nil && n.p.Settings() == p.Settings() {
+			v.since = n.since
+		}
+		if pt.newest.CompareAndSwap(n, v) {
 			return p
 		}
 	}
+}
+
+// counts reports whether a unit taken under p is still counted by the
+// table's buckets: no policy of other settings has come since p's
+// configuration (its buckets were made afresh for them), as far as the
+// table saw. A unit that does not count settles nothing.
+func (pt *policyTable) counts(p *Policy) bool {
+	if p.Version == 0 {
+		return true
+	}
+	n := pt.newest.Load()
+	return n == nil || p.Version >= n.since
 }
 
 // current returns reqs with each policy as its table decides with it (see
@@ -385,13 +412,17 @@ func (m *MemoryStore) Keep(_ context.Context, now time.Time, reqs []Request, ds 
 // held units are kept; a unit not held is spent already.
 func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refund bool) {
 	t := now.UnixNano()
-	reqs = m.current(reqs)
 	for i, r := range reqs {
 		if !ds[i].Allowed || ds[i].Ticket.Store != memoryTicket || !refund && ds[i].Ticket.Hold == 0 {
 			continue
 		}
+		pt := m.table(r.Policy)
+		if !pt.counts(r.Policy) {
+			continue
+		}
+		r.Policy = pt.current(r.Policy)
 		h := m.hash(r.Policy, r.Key)
-		s := m.shardOf(r.Policy, h)
+		s := pt.shardOf(h)
 		s.mu.Lock()
 		// A bucket that is gone, was started afresh for new settings, or
 		// was reset since, holds nothing of this unit.

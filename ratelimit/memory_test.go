@@ -519,3 +519,64 @@ func TestOlderVersionDecidesWithNewest(t *testing.T) {
 		t.Errorf("a peek with the old policy: got limit %d, want the new one's 2", d.Limit)
 	}
 }
+
+// TestRefundAcrossSettingsReload: a count_status unit taken under the
+// old settings and answered (not counted) after a reload that changed the
+// policy's settings gives nothing to the bucket the new settings started
+// afresh, which never counted it: otherwise each request in flight at such
+// a reload would add one unit to the new budget.
+func TestRefundAcrossSettingsReload(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindowCounter, TokenBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+			defer m.Close()
+			old := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 3, Window: time.Hour, Hold: true, Version: 1})
+			cur := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true, Version: 2})
+			at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+			decide := func(p *Policy) Decision {
+				out := make([]Decision, 1)
+				if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: "alice"}}, out); err != nil {
+					t.Fatal(err)
+				}
+				at = at.Add(time.Millisecond)
+				return out[0]
+			}
+			// Three decoys in flight under the old configuration.
+			var inflight []Decision
+			for range 3 {
+				d := decide(old)
+				if !d.Allowed {
+					t.Fatal("decoy rejected")
+				}
+				inflight = append(inflight, d)
+			}
+			// Reload: the limit is lowered to 2; the bucket starts afresh.
+			admitted := 0
+			var kept []Decision
+			for range 2 {
+				if d := decide(cur); d.Allowed {
+					admitted++
+					kept = append(kept, d)
+				}
+			}
+			// The guesses are answered 401 (counted): kept.
+			for _, d := range kept {
+				m.Keep(context.Background(), at, []Request{{Policy: cur, Key: "alice"}}, []Decision{d})
+			}
+			// The decoys are answered 400 (not counted): given back.
+			for _, d := range inflight {
+				m.Refund(context.Background(), at, []Request{{Policy: old, Key: "alice"}}, []Decision{d})
+			}
+			for range 5 {
+				if d := decide(cur); d.Allowed {
+					admitted++
+					m.Keep(context.Background(), at, []Request{{Policy: cur, Key: "alice"}}, []Decision{d})
+				}
+			}
+			if admitted > 2 {
+				t.Errorf("%v: %d guesses admitted by the new policy (limit 2 per hour) after 3 decoys of the old configuration were given back", alg, admitted)
+			}
+		})
+	}
+}
