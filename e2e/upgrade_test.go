@@ -128,6 +128,52 @@ func TestWebSocketIdleTunnelIsClosed(t *testing.T) {
 	}
 }
 
+// TestWebSocketHeldByUnreadUpstream: a client that sends more than the
+// upstream reads leaves one copy of the tunnel blocked writing to the
+// upstream and the other blocked reading from it; nothing then waits on
+// the client's end. The tunnel must still close once no byte has crossed
+// for websocket_idle_timeout, upstream connection and goroutines with it.
+func TestWebSocketHeldByUnreadUpstream(t *testing.T) {
+	t.Parallel()
+	upDone := make(chan struct{})
+	t.Cleanup(func() { close(upDone) })
+	up := newUpstream(t)
+	up.Handle = func(w http.ResponseWriter, r *http.Request) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		rw.Flush()
+		<-upDone // reads nothing, writes nothing
+	}
+	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nwebsocket_idle_timeout: 1s\nshutdown_timeout: 1s\nroutes:\n  - name: ws\n    upstream: %s\n", up.URL)
+	in := start(t, writeConfig(t, cfg))
+	conn, br, resp := openRaw(t, in, "GET /chat HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+	if resp.StatusCode != 101 {
+		t.Fatalf("upgrade: got %d, want 101", resp.StatusCode)
+	}
+	// Push until every buffer on the way is full.
+	conn.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	buf := make([]byte, 64<<10)
+	sent := 0
+	for {
+		n, err := conn.Write(buf)
+		sent += n
+		if err != nil {
+			break
+		}
+	}
+	quiet := time.Now()
+	t.Logf("pushed %d bytes; now nothing crosses either way", sent)
+	conn.SetReadDeadline(time.Now().Add(6 * time.Second))
+	_, err := br.ReadByte()
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Errorf("a tunnel no byte had crossed was still open %v later; websocket_idle_timeout is 1s", time.Since(quiet).Round(100*time.Millisecond))
+	}
+}
+
 // TestH2CUpgradeIsNotTunnelled: only a WebSocket handshake may switch
 // protocols through sluice. The upstream here switches to HTTP/2 on
 // "Upgrade: h2c" as a lenient server may (it does not insist that

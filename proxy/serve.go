@@ -161,6 +161,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// anyway.
 	ctx, cancel := context.WithCancelCause(ex)
 	ex.cancelUpstream = cancel
+	rec.endTunnel = cancel
 	ex.clock = newRouteClock(cancel, ex.body == nil)
 	ex.forwarded = *r.WithContext(ctx)
 	rt.proxy.ServeHTTP(rec, &ex.forwarded)
@@ -438,8 +439,11 @@ type recorder struct {
 	dl     writeDeadliner
 	h2     bool
 	sendBy time.Time
-	// idle is websocket_idle_timeout, 0 for none.
-	idle time.Duration
+	// idle is websocket_idle_timeout, 0 for none; endTunnel cancels the
+	// forwarded request, which ends the upstream's side of an upgraded
+	// connection.
+	idle      time.Duration
+	endTunnel context.CancelCauseFunc
 }
 
 // writeDeadliner is the write deadline of an answer, as net/http's
@@ -580,7 +584,7 @@ func (w *recorder) Flush() {
 	}
 }
 
-// Hijack hands WebSocket upgrades the connection, closed once it is quiet
+// Hijack hands WebSocket upgrades the connection, ended once it is quiet
 // for websocket_idle_timeout (see idleConn).
 func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if w.status == 0 {
@@ -590,11 +594,16 @@ func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return c, brw, err
 	}
-	if w.idle > 0 {
-		return newIdleConn(c, w.idle), brw, nil
-	}
-	// The connection is a tunnel now, quiet as long as its ends like: no
-	// deadline of an earlier answer may cut it.
+	// The connection is a tunnel now: no deadline of an earlier answer may
+	// cut it, and websocket_idle_timeout bounds its quiet.
 	c.SetDeadline(time.Time{})
+	if w.idle > 0 {
+		end := w.endTunnel
+		return newIdleConn(c, w.idle, func() {
+			if end != nil {
+				end(errTunnelIdle)
+			}
+		}), brw, nil
+	}
 	return c, brw, nil
 }

@@ -1,28 +1,39 @@
 package proxy
 
 import (
+	"errors"
 	"net"
 	"sync/atomic"
 	"time"
 )
 
+// errTunnelIdle ends a WebSocket no byte has crossed for
+// websocket_idle_timeout.
+var errTunnelIdle = errors.New("websocket idle for websocket_idle_timeout")
+
 // idleConn is the client's end of an upgraded connection (a WebSocket),
-// closed by its deadlines once no byte has crossed it, in either
-// direction, for idle. ReverseProxy copies each direction in a goroutine
-// of its own and ends the tunnel, closing both ends, when either copy
-// fails; a read or write here that times out is such a failure. Both
-// deadlines move together: an upstream that talks keeps a client's quiet
-// read alive, and a client that talks keeps the upstream's quiet answer
-// alive. A write the client takes none of for idle also ends the tunnel.
+// closed with the upstream's end once no byte has crossed the tunnel, in
+// either direction, for idle. ReverseProxy copies each direction in a
+// goroutine of its own, and only bytes that cross the client's end are
+// seen here; that is every byte of the tunnel. A timer, rather than the
+// connection's deadlines, ends it: a copy may be blocked on the upstream
+// (one that reads nothing while the client has filled every buffer on
+// the way), where no deadline of the client's end would wake it. end
+// cancels the forwarded request, which makes ReverseProxy close the
+// upstream's connection; closing the client's end wakes a copy blocked
+// on it.
 type idleConn struct {
 	net.Conn
-	idle time.Duration
-	by   atomic.Int64 // the deadline set last, in Unix nanoseconds
+	idle  time.Duration
+	end   func()
+	by    atomic.Int64 // when the tunnel is idle unless a byte crosses, Unix ns
+	timer *time.Timer
 }
 
-func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
-	ic := &idleConn{Conn: c, idle: idle}
+func newIdleConn(c net.Conn, idle time.Duration, end func()) *idleConn {
+	ic := &idleConn{Conn: c, idle: idle, end: end}
 	ic.touch()
+	ic.timer = time.AfterFunc(idle, ic.check)
 	return ic
 }
 
@@ -42,16 +53,35 @@ func (c *idleConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// touch moves the deadlines past idle from now. Setting them costs a
-// timer update each, so they are moved only when less than idle is left,
-// and then to idle and a quarter: a quiet tunnel is closed after at least
-// idle and at most a quarter more.
-func (c *idleConn) touch() {
-	now := time.Now()
-	if time.Duration(c.by.Load()-now.UnixNano()) >= c.idle {
+func (c *idleConn) Close() error {
+	c.timer.Stop()
+	return c.Conn.Close()
+}
+
+// CloseWrite half-closes the client's end, as ReverseProxy does once the
+// upstream has said all it will: the client may still send. Without it
+// the wrapper would hide the connection's own CloseWrite, and ReverseProxy
+// would end the whole tunnel instead.
+func (c *idleConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// touch notes that a byte crossed: the tunnel is idle at idle from now.
+func (c *idleConn) touch() { c.by.Store(time.Now().Add(c.idle).UnixNano()) }
+
+// check runs when the timer fires: it waits on until the tunnel is idle,
+// then ends it. The timer is moved only here, once per idle at the most,
+// not for every byte.
+func (c *idleConn) check() {
+	if left := time.Duration(c.by.Load() - time.Now().UnixNano()); left > 0 {
+		c.timer.Reset(left)
 		return
 	}
-	by := now.Add(c.idle + c.idle/4)
-	c.by.Store(by.UnixNano())
-	c.Conn.SetDeadline(by)
+	if c.end != nil {
+		c.end()
+	}
+	c.Conn.Close()
 }

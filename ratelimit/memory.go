@@ -87,11 +87,15 @@ type policyTable struct {
 type versioned struct {
 	p     *Policy
 	since uint64
+	// other is p with the other Hold: Hold is the caller's to keep (its
+	// route settles held units), not a setting of the bucket.
+	other *Policy
 }
 
-// current returns p, or the policy of its name the table saw with a higher
-// Version: the newer configuration's, when p's request began before a
-// reload. A policy of Version 0 is taken as it is.
+// current returns the policy to decide p's request with: p, unless the
+// table saw a policy of its name with a higher Version and other settings
+// (p's request began before a reload that changed them); then that newer
+// policy, with p's Hold. A policy of Version 0 is taken as it is.
 func (pt *policyTable) current(p *Policy) *Policy {
 	if p.Version == 0 {
 		return p
@@ -100,11 +104,19 @@ func (pt *policyTable) current(p *Policy) *Policy {
 		n := pt.newest.Load()
 		switch {
 		case n != nil && n.p.Version > p.Version:
-			return n.p
+			switch {
+			case n.p.Settings() == p.Settings():
+				return p
+			case n.p.Hold == p.Hold:
+				return n.p
+			}
+			return n.other
 		case n != nil && n.p.Version == p.Version:
 			return p // of one load, the same policy
 		}
-		v := &versioned{p: p, since: p.Version}
+		other := *p
+		other.Hold = !p.Hold
+		v := &versioned{p: p, since: p.Version, other: &other}
 		if n != nil && n.p.Settings() == p.Settings() {
 			v.since = n.since
 		}

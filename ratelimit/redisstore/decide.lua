@@ -399,7 +399,11 @@ end
 -- ratelimit.StartBlock does; a shadow limit never blocks.
 local function startblock(p, k, d)
   if p.block <= 0 or p.shadow then return end
-  redis.call('SET', k .. ':b', fmt(now + p.block), 'PX', ttl(p.block, slack))
+  -- A full Redis (maxmemory, noeviction) refuses the write; the rejection
+  -- stands all the same, and the next request of the spent key is
+  -- rejected again, as the caller's fallback would not: it does not know
+  -- the key is spent.
+  redis.pcall('SET', k .. ':b', fmt(now + p.block), 'PX', ttl(p.block, slack))
   d[3] = math.max(d[3], p.block * 1000)
   d[4] = math.max(d[4], p.block * 1000)
 end

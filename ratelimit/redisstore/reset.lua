@@ -4,7 +4,9 @@
 -- a unit taken before the reset is not settled against the fresh bucket.
 -- The count is kept for an hour past the last reset, longer than any
 -- request waits for its answer (an unsettled hold runs out within ten
--- minutes); after that a unit of before it settles nothing either.
+-- minutes); once it is gone the count is 0 again, as for a bucket never
+-- reset, and a unit stamped with it (there is none left by then) would
+-- settle again.
 --
 -- KEYS[1]  the bucket (decide.lua's KEYS[i]; the other keys share its tag)
 local k = KEYS[1]
