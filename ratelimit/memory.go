@@ -81,12 +81,9 @@ type policyTable struct {
 	newest atomic.Pointer[versioned] // nil before a policy with a Version
 }
 
-// versioned is the policy of the highest Version a table saw, and since
-// when its settings hold: the lowest Version of the unbroken run of
-// policies with them that led to it.
+// versioned is the policy of the highest Version a table saw.
 type versioned struct {
-	p     *Policy
-	since uint64
+	p *Policy
 	// other is p with the other Hold: Hold is the caller's to keep (its
 	// route settles held units), not a setting of the bucket.
 	other *Policy
@@ -104,38 +101,41 @@ func (pt *policyTable) current(p *Policy) *Policy {
 		n := pt.newest.Load()
 		switch {
 		case n != nil && n.p.Version > p.Version:
-			switch {
-			case n.p.Settings() == p.Settings():
-				return p
-			case n.p.Hold == p.Hold:
-				return n.p
-			}
-			return n.other
+			return n.with(p)
 		case n != nil && n.p.Version == p.Version:
 			return p // of one load, the same policy
 		}
 		other := *p
 		other.Hold = !p.Hold
-		v := &versioned{p: p, since: p.Version, other: &other}
-		if n != nil && n.p.Settings() == p.Settings() {
-			v.since = n.since
-		}
-		if pt.newest.CompareAndSwap(n, v) {
+		if pt.newest.CompareAndSwap(n, &versioned{p: p, other: &other}) {
 			return p
 		}
 	}
 }
 
-// counts reports whether a unit taken under p is still counted by the
-// table's buckets: no policy of other settings has come since p's
-// configuration (its buckets were made afresh for them), as far as the
-// table saw. A unit that does not count settles nothing.
-func (pt *policyTable) counts(p *Policy) bool {
-	if p.Version == 0 {
-		return true
+// with returns the policy to decide p's request with, n being newer.
+func (n *versioned) with(p *Policy) *Policy {
+	switch {
+	case n.p.Settings() == p.Settings():
+		return p
+	case n.p.Hold == p.Hold:
+		return n.p
 	}
-	n := pt.newest.Load()
-	return n == nil || p.Version >= n.since
+	return n.other
+}
+
+// decidedWith returns the policy a unit of p's request was taken under,
+// Version v as its Ticket says: p, or the newer policy current gave it;
+// nil when that newer one is no longer known (a later reload came), whose
+// unit then settles nothing.
+func (pt *policyTable) decidedWith(p *Policy, v uint64) *Policy {
+	if v == p.Version {
+		return p
+	}
+	if n := pt.newest.Load(); n != nil && n.p.Version == v {
+		return n.with(p)
+	}
+	return nil
 }
 
 // current returns reqs with each policy as its table decides with it (see
@@ -276,13 +276,13 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		if e != nil {
 			e.refreshLocked(r.Policy)
 			e.decideInto(r.Policy, t, &out[0])
-			m.stamp(&out[0])
+			m.stamp(&out[0], r.Policy)
 			e.unlock(true)
 		} else {
 			s.mu.Lock()
 			e = s.getLocked(r, h, t, m.perShard(pt, r.Policy), nil)
 			e.decideInto(r.Policy, t, &out[0])
-			m.stamp(&out[0])
+			m.stamp(&out[0], r.Policy)
 			e.unlock(true)
 			s.mu.Unlock()
 		}
@@ -326,7 +326,7 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		}
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
-		m.stamp(&out[i])
+		m.stamp(&out[i], r.Policy)
 		if !out[i].Allowed && !r.Policy.Shadow {
 			admitted = false
 		}
@@ -357,11 +357,12 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 	return nil
 }
 
-// stamp gives d's ticket, when it has one, the store's count of resets;
-// the caller holds the bucket's lock, under which Reset counts too.
-func (m *MemoryStore) stamp(d *Decision) {
+// stamp gives d's ticket, when it has one, the store's count of resets
+// and the Version of p, the policy that decided it; the caller holds the
+// bucket's lock, under which Reset counts too.
+func (m *MemoryStore) stamp(d *Decision, p *Policy) {
 	if d.Ticket.Store != 0 {
-		d.Ticket.Gen = m.resets.Load()
+		d.Ticket.Gen, d.Ticket.Ver = m.resets.Load(), p.Version
 	}
 }
 
@@ -429,10 +430,9 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 			continue
 		}
 		pt := m.table(r.Policy)
-		if !pt.counts(r.Policy) {
+		if r.Policy = pt.decidedWith(r.Policy, ds[i].Ticket.Ver); r.Policy == nil {
 			continue
 		}
-		r.Policy = pt.current(r.Policy)
 		h := m.hash(r.Policy, r.Key)
 		s := pt.shardOf(h)
 		s.mu.Lock()

@@ -40,7 +40,9 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
 		return ctx.Err()
 	}
-	r.Policy = m.table(r.Policy).current(r.Policy)
+	// The policy the departure was decided under, nil when no longer
+	// known: it alone may hand the departure's slot down the line.
+	decided := m.table(r.Policy).decidedWith(r.Policy, d.Ticket.Ver)
 	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(r.Policy, h)
 	w := &waiter{dep: d.Departure.UnixNano()}
@@ -55,7 +57,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	switch {
 	case err != nil && queued:
 		// Gone before waiting at all: no timer, the place goes back.
-		m.giveUpLocked(e, w, r.Policy)
+		m.giveUpLocked(e, w, decided)
 	case err == nil:
 		w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
 	}
@@ -88,7 +90,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if queued {
 		s.mu.Lock()
 		e := s.find(h, r.Policy, r.Key)
-		m.giveUpLocked(e, w, r.Policy)
+		m.giveUpLocked(e, w, decided)
 		e.unlock(false)
 		s.mu.Unlock()
 	}
@@ -102,9 +104,14 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 // may have left at its own departure meanwhile, so moving the line would
 // let the next request leave together with it.
 func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
+	if p == nil || e.pol.Settings() != p.Settings() {
+		// Decided under a policy the bucket was made afresh for since.
+		e.dequeueLocked(w)
+		return
+	}
 	t := p.interval
 	now := m.clock().UnixNano()
-	if e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
+	if e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
 		// The bucket was reset (a settings change), its schedule no longer
 		// holds this departure, the departure is past, or a departure
 		// behind it belongs to a request not in Wait: moving anything

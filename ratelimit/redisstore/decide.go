@@ -411,6 +411,10 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 		return fmt.Errorf("resetting %s: %w", r.Policy.Name, ErrUnavailable)
 	}
 	k := Key(s.prefix, r)
+	// What the fallback would be handed of the bucket goes with it.
+	s.handover.blocks.forget(k)
+	s.handover.redis.forget(k)
+	s.handover.local.forget(k)
 	if r.Policy.Sync == ratelimit.SyncLease {
 		// Units this instance holds go with the state; other instances'
 		// leases still run out (to the window's end, or their TTL).

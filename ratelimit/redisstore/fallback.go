@@ -30,9 +30,6 @@ type fallbackCopy struct {
 func fallbackPolicy(p *ratelimit.Policy, n int) *ratelimit.Policy {
 	q := *p
 	q.Sync = ratelimit.SyncPerRequest
-	// Copies for other Ns share the name and the configuration; none is
-	// newer than another.
-	q.Version = 0
 	q.Limit = max(1, p.Limit/int64(n))
 	if p.Algorithm == ratelimit.TokenBucket {
 		q.Burst = max(1, p.Burst/int64(n))

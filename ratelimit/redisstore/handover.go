@@ -98,6 +98,16 @@ func (m *schedules) take(key string, now time.Time) (time.Time, bool) {
 	return time.Unix(0, n), ok && n > now.UnixNano()
 }
 
+// forget drops what m notes of the bucket key.
+func (m *schedules) forget(key string) {
+	if !m.pending.Load() {
+		return
+	}
+	m.mu.Lock()
+	delete(m.next, key)
+	m.mu.Unlock()
+}
+
 // sweepLocked drops the entries that have passed, at most once a second.
 func (m *schedules) sweepLocked(now time.Time) {
 	if now.Sub(m.swept) < time.Second {

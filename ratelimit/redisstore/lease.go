@@ -848,6 +848,11 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 		}
 		return s.degradedLeased(ctx, now, reqs, out, err)
 	}
+	if s.o.OnError == OnErrorLocal {
+		// As Decide does, for the route's limits that are not leased.
+		s.handover.redis.recordSchedules(s.prefix, now, 0, reqs, out)
+		s.handover.blocks.recordBlocks(s.prefix, now, 0, reqs, out)
+	}
 	for _, r := range reqs {
 		// Decided on leases again, even from units held since before
 		// the outage.

@@ -1,0 +1,109 @@
+package redisstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// TestResetLiftsFallbackBlock: SPEC §8's DELETE /v1/limits resets a
+// bucket and lifts its block. Store.Reset clears Redis and the Fallback,
+// but not the block end that recordBlocks noted for the handover: the
+// next time the fallback decides the key (Redis gone, or a decision that
+// missed its timeout), handOver blocks it again for the rest of the hour.
+func TestResetLiftsFallbackBlock(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
+	r := []ratelimit.Request{{Policy: p, Key: "alice"}}
+	ctx := context.Background()
+	out := make([]ratelimit.Decision, 1)
+	for range 4 {
+		if err := s.Decide(ctx, time.Now(), r, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out[0].Allowed {
+		t.Fatalf("fourth guess: got %+v, want rejected with a block", out[0])
+	}
+	if err := s.Reset(ctx, r[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Decide(ctx, time.Now(), r, out); err != nil || !out[0].Allowed {
+		t.Fatalf("after the reset, Redis up: got %+v, %v, want allowed", out[0], err)
+	}
+	srv.Kill()
+	if err := s.Decide(ctx, time.Now(), r, out); err != nil {
+		t.Fatal(err)
+	}
+	if !out[0].Allowed {
+		t.Errorf("after the reset, Redis gone: got %+v, want allowed (the reset lifted the block)", out[0])
+	}
+}
+
+// TestFallbackCopyAcrossReload: a leased request routed before a reload
+// that changed its limit, decided by the fallback after requests of the
+// new configuration, must be decided with the new copy: with its own, the
+// bucket would be made afresh for it, then afresh again for the next new
+// request.
+func TestFallbackCopyAcrossReload(t *testing.T) {
+	t.Parallel()
+	old := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 4, Window: time.Minute, Sync: ratelimit.SyncLease, Version: 1})
+	cur := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 2, Window: time.Minute, Sync: ratelimit.SyncLease, Version: 2})
+	m := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	var f leaseFallbacks
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	decide := func(q *ratelimit.Policy) bool {
+		out := make([]ratelimit.Decision, 1)
+		if err := m.Decide(context.Background(), at, []ratelimit.Request{{Policy: q, Key: "k"}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0].Allowed
+	}
+	admitted := 0
+	for _, p := range []*ratelimit.Policy{cur, cur, old, cur, old, cur} {
+		if decide(f.local(p, 1)) {
+			admitted++
+		}
+	}
+	if admitted > 2 {
+		t.Errorf("fallback, old and new configurations alternating: got %d admitted in one window, want at most the new limit, 2", admitted)
+	}
+}
+
+// TestFallbackKeepsRedisBlockBesideLease: TestFallbackKeepsRedisBlock
+// for a route that also has a leased limit (a per-IP lease beside a
+// per-user brute-force block). Such a request is decided by
+// decideWithLeases, which never calls recordBlocks: the block Redis keeps
+// is unknown to the fallback, whose fresh bucket admits the blocked key
+// again.
+func TestFallbackKeepsRedisBlockBesideLease(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	api := ratelimit.MustPolicy(ratelimit.Policy{Name: "per-ip", Algorithm: ratelimit.FixedWindow, Limit: 1000, Window: time.Minute, Sync: ratelimit.SyncLease})
+	login := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
+	r := []ratelimit.Request{{Policy: api, Key: "10.0.0.1"}, {Policy: login, Key: "alice"}}
+	ctx := context.Background()
+	out := make([]ratelimit.Decision, 2)
+	for i := range 4 {
+		if err := s.Decide(ctx, time.Now(), r, out); err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 3; out[1].Allowed != want {
+			t.Fatalf("guess %d: allowed %v, want %v", i+1, out[1].Allowed, want)
+		}
+	}
+	srv.Kill()
+	for i := range 3 {
+		if err := s.Decide(ctx, time.Now(), r, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[1].Allowed {
+			t.Errorf("guess %d with Redis gone: got %+v, want rejected until the block's end, about 1h away", i+5, out[1])
+		}
+	}
+}

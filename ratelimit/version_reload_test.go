@@ -1,0 +1,147 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestUnitDecidedWithNewerPolicySettles: a count_status request
+// routed before a reload that changed its policy's settings, but decided
+// after the table saw the new configuration, takes its unit from the new
+// bucket (current returns the newer policy). Its caller settles it with
+// the policy it was routed with, the older one; the settle must still
+// reach the unit, or a held token is never released (the bucket stays a
+// token short, and pinned, for good) and a refund is lost.
+func TestUnitDecidedWithNewerPolicySettles(t *testing.T) {
+	t.Parallel()
+	for _, refund := range []bool{false, true} {
+		m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+		defer m.Close()
+		old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true, Version: 1})
+		cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 2})
+		at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+		decide := func(p *Policy) Decision {
+			out := make([]Decision, 1)
+			if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: "u"}}, out); err != nil {
+				t.Fatal(err)
+			}
+			return out[0]
+		}
+		d := decide(cur) // the new configuration's first request
+		m.Keep(context.Background(), at, []Request{{Policy: cur, Key: "u"}}, []Decision{d})
+		d = decide(old) // routed before the reload, decided after it
+		if !d.Allowed || d.Ticket.Hold == 0 {
+			t.Fatalf("old request: got %+v, want a held unit", d)
+		}
+		settle := m.Keep
+		if refund {
+			settle = m.Refund
+		}
+		settle(context.Background(), at, []Request{{Policy: old, Key: "u"}}, []Decision{d})
+		at = at.Add(24 * time.Hour)
+		if p, _ := m.Peek(context.Background(), at, Request{Policy: cur, Key: "u"}); p.Remaining != 2 {
+			t.Errorf("refund %v: a day after the old request was settled: got remaining %d, want the whole burst, 2 (its held token was never released)", refund, p.Remaining)
+		}
+		if n := m.Sweep(at); n != 1 {
+			t.Errorf("refund %v: a day later the sweep removed %d buckets, want 1 (the bucket stays pinned by the held token)", refund, n)
+		}
+	}
+}
+
+// TestHeldUnitOfUntouchedBucketSettles: a held unit taken under the
+// old settings, in a bucket that no request of the new configuration has
+// touched (so it still counts the unit), is dropped by settle once the
+// table saw the new configuration on any other key, must still be
+// released: otherwise the bucket is pinned with a held token until the
+// key is seen again, which for a one-off key is never.
+func TestHeldUnitOfUntouchedBucketSettles(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true, Version: 1})
+	cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 2})
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	decide := func(p *Policy, key string) Decision {
+		out := make([]Decision, 1)
+		if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: key}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	dy := decide(old, "y") // in flight at the reload
+	dx := decide(cur, "x") // the table sees the new configuration
+	m.Keep(context.Background(), at, []Request{{Policy: cur, Key: "x"}}, []Decision{dx})
+	m.Keep(context.Background(), at, []Request{{Policy: old, Key: "y"}}, []Decision{dy})
+	at = at.Add(24 * time.Hour)
+	m.Sweep(at)
+	if n := m.Len(); n != 0 {
+		t.Errorf("a day after every unit was settled: got %d buckets left, want 0 (y's held token was never released, so it stays pinned)", n)
+	}
+}
+
+// TestGiveUpAfterReloadKeepsSpacing: a leaky_bucket request decided
+// under the old settings whose Wait starts after the table saw new ones
+// gives up with the newest policy (Wait calls current): giveUpLocked's
+// settings check then passes, and a departure slot it never had in the new
+// schedule is handed back, so two departures of the new schedule coincide.
+func TestGiveUpAfterReloadKeepsSpacing(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0 }})
+	defer m.Close()
+	old := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Queue: 5, Version: 1})
+	cur := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 20, Version: 2})
+	decide := func(p *Policy) Decision {
+		out := make([]Decision, 1)
+		if err := m.Decide(context.Background(), t0, []Request{{Policy: p, Key: "k"}}, out); err != nil {
+			t.Fatal(err)
+		}
+		if !out[0].Allowed {
+			t.Fatalf("rejected: %+v", out[0])
+		}
+		return out[0]
+	}
+	decide(old)
+	w := decide(old) // departs at t0+10s under the old schedule
+	var last Decision
+	for range 11 { // the new schedule: t0, t0+1s, ..., t0+10s
+		last = decide(cur)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.Wait(ctx, Request{Policy: old, Key: "k"}, w) // gives up at once
+	next := decide(cur)
+	if gap := next.Departure.Sub(last.Departure); gap < time.Second {
+		t.Errorf("after an old request gave up: next departure %v after the one before it, want at least the interval, 1s", gap)
+	}
+}
+
+// TestUnitAfterChangeAndBackSettles: A -> B -> A. A request routed
+// under the first A, decided once the table saw the second (same
+// settings, so current keeps its own policy), takes its unit from the
+// bucket the second A made; counts() still drops its settle, since its
+// Version is below the run's since.
+func TestUnitAfterChangeAndBackSettles(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	a1 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 1})
+	b2 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 5, Window: time.Minute, Hold: true, Version: 2})
+	a3 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 3})
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	for _, p := range []*Policy{b2, a3} { // each reload's first request, settled
+		out := make([]Decision, 1)
+		m.Decide(context.Background(), at, []Request{{Policy: p, Key: "u"}}, out)
+		m.Refund(context.Background(), at, []Request{{Policy: p, Key: "u"}}, out)
+	}
+	out := make([]Decision, 1)
+	m.Decide(context.Background(), at, []Request{{Policy: a1, Key: "u"}}, out)
+	if !out[0].Allowed || out[0].Ticket.Hold == 0 {
+		t.Fatalf("first-A request: got %+v, want a held unit", out[0])
+	}
+	m.Refund(context.Background(), at, []Request{{Policy: a1, Key: "u"}}, out)
+	if p, _ := m.Peek(context.Background(), at, Request{Policy: a3, Key: "u"}); p.Remaining != 2 {
+		t.Errorf("after the refund: got remaining %d, want 2 (the refund of a unit taken from this bucket was dropped)", p.Remaining)
+	}
+}
