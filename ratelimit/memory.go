@@ -124,20 +124,6 @@ func (n *versioned) with(p *Policy) *Policy {
 	return n.other
 }
 
-// decidedWith returns the policy a unit of p's request was taken under,
-// Version v as its Ticket says: p, or the newer policy current gave it;
-// nil when that newer one is no longer known (a later reload came), whose
-// unit then settles nothing.
-func (pt *policyTable) decidedWith(p *Policy, v uint64) *Policy {
-	if v == p.Version {
-		return p
-	}
-	if n := pt.newest.Load(); n != nil && n.p.Version == v {
-		return n.with(p)
-	}
-	return nil
-}
-
 // current returns reqs with each policy as its table decides with it (see
 // policyTable.current): reqs itself when none is older, else a copy.
 func (m *MemoryStore) current(reqs []Request) []Request {
@@ -358,11 +344,11 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 }
 
 // stamp gives d's ticket, when it has one, the store's count of resets
-// and the Version of p, the policy that decided it; the caller holds the
-// bucket's lock, under which Reset counts too.
+// and the digest of the settings of p, the policy that decided it; the
+// caller holds the bucket's lock, under which Reset counts too.
 func (m *MemoryStore) stamp(d *Decision, p *Policy) {
 	if d.Ticket.Store != 0 {
-		d.Ticket.Gen, d.Ticket.Ver = m.resets.Load(), p.Version
+		d.Ticket.Gen, d.Ticket.Sum = m.resets.Load(), p.settingsSum
 	}
 }
 
@@ -430,9 +416,6 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 			continue
 		}
 		pt := m.table(r.Policy)
-		if r.Policy = pt.decidedWith(r.Policy, ds[i].Ticket.Ver); r.Policy == nil {
-			continue
-		}
 		h := m.hash(r.Policy, r.Key)
 		s := pt.shardOf(h)
 		s.mu.Lock()
@@ -443,8 +426,8 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 			continue
 		}
 		if e := s.find(h, r.Policy, r.Key); e != nil {
-			if e.pol.Settings() == r.Policy.Settings() {
-				e.settleLocked(r.Policy, t, ds[i].Ticket, refund)
+			if e.pol.settingsSum == ds[i].Ticket.Sum {
+				e.settleLocked(e.pol, t, ds[i].Ticket, refund)
 			}
 			e.unlock(false)
 		}

@@ -107,6 +107,9 @@ type Policy struct {
 	window    int64  // Window in nanoseconds, a whole number of microseconds
 	tolerance int64  // leaky_bucket: longest acceptable wait, min(Queue*interval, MaxWait) in whole microseconds
 	nameHash  uint64 // Name hashed with nameSeed, for the stores' tables
+	// settingsSum is Settings hashed with nameSeed: what a Ticket keeps of
+	// the settings its unit was taken under.
+	settingsSum uint64
 }
 
 // nameSeed hashes policy names, once per policy rather than per decision.
@@ -218,6 +221,7 @@ func NewPolicy(p Policy) (*Policy, error) {
 		return nil, err
 	}
 	p.nameHash = maphash.String(nameSeed, p.Name)
+	p.settingsSum = maphash.Comparable(nameSeed, p.Settings())
 	return &p, nil
 }
 

@@ -82,9 +82,8 @@ func TestHeldUnitOfUntouchedBucketSettles(t *testing.T) {
 
 // TestGiveUpAfterReloadKeepsSpacing: a leaky_bucket request decided
 // under the old settings whose Wait starts after the table saw new ones
-// gives up with the newest policy (Wait calls current): giveUpLocked's
-// settings check then passes, and a departure slot it never had in the new
-// schedule is handed back, so two departures of the new schedule coincide.
+// must not give its slot back as if it were of the new schedule: two
+// departures of the new schedule would coincide.
 func TestGiveUpAfterReloadKeepsSpacing(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
@@ -143,5 +142,42 @@ func TestUnitAfterChangeAndBackSettles(t *testing.T) {
 	m.Refund(context.Background(), at, []Request{{Policy: a1, Key: "u"}}, out)
 	if p, _ := m.Peek(context.Background(), at, Request{Policy: a3, Key: "u"}); p.Remaining != 2 {
 		t.Errorf("after the refund: got remaining %d, want 2 (the refund of a unit taken from this bucket was dropped)", p.Remaining)
+	}
+}
+
+// TestHeldUnitSettlesAcrossTwoReloads: a request routed before a reload
+// that changed its policy is decided with the newer policy and holds a
+// token of the bucket made for it; a second reload that leaves the
+// settings as they are must not stop its keep from ending the hold, or the
+// bucket stays a token short, and pinned, for good.
+func TestHeldUnitSettlesAcrossTwoReloads(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	v1 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 5, Window: time.Hour, Hold: true, Version: 1})
+	v2 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true, Version: 2})
+	v3 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true, Version: 3})
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	decide := func(p *Policy) Decision {
+		out := make([]Decision, 1)
+		if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: "u"}}, out); err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	// The table sees the first reload.
+	m.Refund(context.Background(), at, []Request{{Policy: v2, Key: "u"}}, []Decision{decide(v2)})
+	held := decide(v1) // routed before it, decided after: with v2
+	if held.Ticket.Hold == 0 {
+		t.Fatal("the late request's unit is not held")
+	}
+	// The second reload, settings unchanged.
+	m.Refund(context.Background(), at, []Request{{Policy: v3, Key: "u"}}, []Decision{decide(v3)})
+	if err := m.Keep(context.Background(), at, []Request{{Policy: v1, Key: "u"}}, []Decision{held}); err != nil {
+		t.Fatal(err)
+	}
+	at = at.Add(24 * time.Hour)
+	if d, _ := m.Peek(context.Background(), at, Request{Policy: v3, Key: "u"}); d.Remaining != 3 {
+		t.Errorf("a day later: got remaining %d, want the whole burst, 3: the hold was never ended", d.Remaining)
 	}
 }

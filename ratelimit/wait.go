@@ -40,9 +40,6 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if d.Delay <= 0 || d.Departure.IsZero() {
 		return ctx.Err()
 	}
-	// The policy the departure was decided under, nil when no longer
-	// known: it alone may hand the departure's slot down the line.
-	decided := m.table(r.Policy).decidedWith(r.Policy, d.Ticket.Ver)
 	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(r.Policy, h)
 	w := &waiter{dep: d.Departure.UnixNano()}
@@ -57,7 +54,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	switch {
 	case err != nil && queued:
 		// Gone before waiting at all: no timer, the place goes back.
-		m.giveUpLocked(e, w, decided)
+		m.giveUpLocked(e, w, d.Ticket.Sum)
 	case err == nil:
 		w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
 	}
@@ -90,7 +87,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if queued {
 		s.mu.Lock()
 		e := s.find(h, r.Policy, r.Key)
-		m.giveUpLocked(e, w, decided)
+		m.giveUpLocked(e, w, d.Ticket.Sum)
 		e.unlock(false)
 		s.mu.Unlock()
 	}
@@ -103,13 +100,13 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 // give-up reached the lock late (the lock was busy), and the waiter behind
 // may have left at its own departure meanwhile, so moving the line would
 // let the next request leave together with it.
-func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
-	if p == nil || e.pol.Settings() != p.Settings() {
-		// Decided under a policy the bucket was made afresh for since.
+func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, sum uint64) {
+	if e.pol.settingsSum != sum {
+		// Decided under settings the bucket was made afresh for since.
 		e.dequeueLocked(w)
 		return
 	}
-	t := p.interval
+	t := e.pol.interval
 	now := m.clock().UnixNano()
 	if e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
 		// The bucket was reset (a settings change), its schedule no longer
