@@ -152,8 +152,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !admitBody(rec, r, rt, ex) {
 		return
 	}
-	if len(match.Limits) > 0 && !g.admit(s, rt, rec, r, ex) {
-		return
+	if len(match.Limits) > 0 {
+		var ok bool
+		if s, rt, ok = g.admit(s, rt, rec, r, ex); !ok {
+			return
+		}
 	}
 	// The upstream's context is the request's, plus the route's timeout:
 	// one context and one clock for every attempt, made here rather than
@@ -168,14 +171,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit applies the route's limits to r. It answers the request itself and
-// returns false when the request must not reach the upstream.
-func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex *exchange) bool {
+// returns false when the request must not reach the upstream. It returns
+// the configuration and route the request goes on with: those of a reload
+// that came while the part of the body the keys read was arriving.
+func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex *exchange) (*snapshot, *route, bool) {
 	var body *routes.Body
 	if rt.r.ReadsBody {
 		switch ct := r.Header["Content-Type"]; {
 		case len(ct) > 1:
 			problem.Error(w, http.StatusBadRequest, "Content-Type is given more than once; json: key sources need one")
-			return false
+			return s, rt, false
 		case len(ct) == 1 && routes.IsJSON(ct[0]):
 			// Nothing has counted this request yet: the part of the body
 			// the keys read must come as quickly as the headers.
@@ -184,7 +189,25 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			lift()
 			if f := ex.body.failure(); f != nil {
 				refuseBody(w, ex, f)
-				return false
+				return s, rt, false
+			}
+			// That read may take up to client_header_timeout: a reload
+			// meanwhile decides the request with the new configuration,
+			// as a request that began after it. Decided with the old
+			// one, the memory store would make the bucket afresh for
+			// the old settings, and the next new request afresh again;
+			// a client holding a few slow bodies over a reload that
+			// tightens a limit would get a fresh budget at every turn.
+			if cur := g.current.Load(); cur != s {
+				m := cur.cfg.Table.Match(r)
+				if m == nil {
+					problem.Error(w, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)
+					return cur, nil, false
+				}
+				s, rt = cur, cur.routes[m]
+				if len(m.Limits) == 0 {
+					return s, rt, true
+				}
 			}
 		}
 	}
@@ -198,7 +221,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 		k, err := l.Key.Append(kb[:0], r, ex.client, body)
 		if err != nil {
 			problem.Error(w, http.StatusBadRequest, err.Error())
-			return false
+			return s, rt, false
 		}
 		p := l.Policy
 		if l.Overrides != nil {
@@ -222,7 +245,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 	if err != nil {
 		g.log.Error("deciding rate limits", "route", rt.r.Name, "request_id", ex.id, "err", err)
 		problem.Error(w, http.StatusServiceUnavailable, "rate limit store unavailable")
-		return false
+		return s, rt, false
 	}
 	// The rejecting limit is the one that lifts last, so Retry-After is
 	// never earlier than any rejecting limit's t.
@@ -244,7 +267,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 		}
 		rt.metrics.Decision(reject, res)
 		g.tooMany(w, rt, rt.r.Limits[reject].Policy.Name, reqs[reject].Policy, ds[reject], ex)
-		return false
+		return s, rt, false
 	}
 	rt.countAdmitted(reqs, ds, m)
 	if rt.refunds {
@@ -252,9 +275,9 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 	}
 	// A shadow leaky_bucket keeps its schedule but never holds anyone.
 	if rt.leaky >= 0 && ds[rt.leaky].Delay > 0 && !reqs[rt.leaky].Policy.Shadow {
-		return g.wait(s, rt, w, r, reqs[rt.leaky], ds[rt.leaky], ex)
+		return s, rt, g.wait(s, rt, w, r, reqs[rt.leaky], ds[rt.leaky], ex)
 	}
-	return true
+	return s, rt, true
 }
 
 // decisions holds one request's limit requests and decisions; pooled, as

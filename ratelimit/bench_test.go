@@ -15,10 +15,9 @@ import (
 )
 
 // benchPolicy is a policy per algorithm sized so that a benchmark's virtual
-// clock, stepping one interval per call on one key, keeps admitting. It has
-// a Version, as policies loaded from a config do.
+// clock, stepping one interval per call on one key, keeps admitting.
 func benchPolicy(a Algorithm) *Policy {
-	p := Policy{Name: "bench-" + a.String(), Algorithm: a, Limit: 100, Window: time.Second, Version: 1}
+	p := Policy{Name: "bench-" + a.String(), Algorithm: a, Limit: 100, Window: time.Second}
 	if a == LeakyBucket {
 		p.Queue = 10
 	}
@@ -129,9 +128,9 @@ func benchStore(p *Policy, keys []string) *MemoryStore {
 // token_bucket on both), over 100,000 consumers.
 func BenchmarkDecideRoute(b *testing.B) {
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	log := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 100, Window: time.Second, Version: 1})
-	fw := MustPolicy(Policy{Name: "per-ip", Algorithm: FixedWindow, Limit: 100, Window: time.Second, Version: 1})
-	tb := MustPolicy(Policy{Name: "api", Algorithm: TokenBucket, Limit: 100, Window: time.Second, Version: 1})
+	log := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 100, Window: time.Second})
+	fw := MustPolicy(Policy{Name: "per-ip", Algorithm: FixedWindow, Limit: 100, Window: time.Second})
+	tb := MustPolicy(Policy{Name: "api", Algorithm: TokenBucket, Limit: 100, Window: time.Second})
 	const n = 100_000
 	keys := benchKeys(n)
 	routes := make([][]Request, n)

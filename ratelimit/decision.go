@@ -57,11 +57,6 @@ type Ticket struct {
 	// resets; the Redis store keeps a count per bucket, and names each
 	// lease.
 	Gen int64
-	// Sum is a digest of the settings of the policy the unit was taken
-	// under (the memory store may decide a request that began before a
-	// reload with the newer policy): a bucket made afresh for other
-	// settings since settles nothing of it.
-	Sum uint64
 }
 
 // Request names one bucket: a policy and the consumer's key values.

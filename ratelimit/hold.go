@@ -38,7 +38,6 @@ func (m *MemoryStore) BlockUntil(r Request, until time.Time) {
 // buckets) reads it here.
 func (m *MemoryStore) update(r Request, f func(e *entry)) {
 	pt := m.table(r.Policy)
-	r.Policy = pt.current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := pt.shardOf(h)
 	s.mu.Lock()

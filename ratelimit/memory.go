@@ -78,68 +78,6 @@ type policyTable struct {
 	id     int // orders the shard locks of a route's limits
 	shards []memShard
 	mask   uint64
-	newest atomic.Pointer[versioned] // nil before a policy with a Version
-}
-
-// versioned is the policy of the highest Version a table saw.
-type versioned struct {
-	p *Policy
-	// other is p with the other Hold: Hold is the caller's to keep (its
-	// route settles held units), not a setting of the bucket.
-	other *Policy
-}
-
-// current returns the policy to decide p's request with: p, unless the
-// table saw a policy of its name with a higher Version and other settings
-// (p's request began before a reload that changed them); then that newer
-// policy, with p's Hold. A policy of Version 0 is taken as it is.
-func (pt *policyTable) current(p *Policy) *Policy {
-	if p.Version == 0 {
-		return p
-	}
-	for {
-		n := pt.newest.Load()
-		switch {
-		case n != nil && n.p.Version > p.Version:
-			return n.with(p)
-		case n != nil && n.p.Version == p.Version:
-			return p // of one load, the same policy
-		}
-		other := *p
-		other.Hold = !p.Hold
-		if pt.newest.CompareAndSwap(n, &versioned{p: p, other: &other}) {
-			return p
-		}
-	}
-}
-
-// with returns the policy to decide p's request with, n being newer.
-func (n *versioned) with(p *Policy) *Policy {
-	switch {
-	case n.p.Settings() == p.Settings():
-		return p
-	case n.p.Hold == p.Hold:
-		return n.p
-	}
-	return n.other
-}
-
-// current returns reqs with each policy as its table decides with it (see
-// policyTable.current): reqs itself when none is older, else a copy.
-func (m *MemoryStore) current(reqs []Request) []Request {
-	var out []Request
-	for i, r := range reqs {
-		if p := m.table(r.Policy).current(r.Policy); p != r.Policy {
-			if out == nil {
-				out = slices.Clone(reqs)
-			}
-			out[i].Policy = p
-		}
-	}
-	if out == nil {
-		return reqs
-	}
-	return out
 }
 
 // NewMemoryStore returns a MemoryStore and starts its sweeper.
@@ -246,7 +184,6 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 	if len(reqs) == 1 {
 		r := reqs[0]
 		pt := m.table(r.Policy)
-		r.Policy = pt.current(r.Policy)
 		h := m.hash(r.Policy, r.Key)
 		s := pt.shardOf(h)
 		// Without the shard's lock but for a busy shard: one where a
@@ -262,20 +199,19 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		if e != nil {
 			e.refreshLocked(r.Policy)
 			e.decideInto(r.Policy, t, &out[0])
-			m.stamp(&out[0], r.Policy)
+			m.stamp(&out[0])
 			e.unlock(true)
 		} else {
 			s.mu.Lock()
 			e = s.getLocked(r, h, t, m.perShard(pt, r.Policy), nil)
 			e.decideInto(r.Policy, t, &out[0])
-			m.stamp(&out[0], r.Policy)
+			m.stamp(&out[0])
 			e.unlock(true)
 			s.mu.Unlock()
 		}
 		setDeparture(out[:1], now)
 		return nil
 	}
-	reqs = m.current(reqs)
 	var hashBuf [8]uint64
 	var entryBuf [8]*entry
 	var shardBuf [8]*memShard
@@ -312,7 +248,7 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 		}
 		entries = append(entries, e)
 		e.decideInto(r.Policy, t, &out[i])
-		m.stamp(&out[i], r.Policy)
+		m.stamp(&out[i])
 		if !out[i].Allowed && !r.Policy.Shadow {
 			admitted = false
 		}
@@ -343,12 +279,11 @@ func (m *MemoryStore) decide(now time.Time, reqs []Request, out []Decision) erro
 	return nil
 }
 
-// stamp gives d's ticket, when it has one, the store's count of resets
-// and the digest of the settings of p, the policy that decided it; the
-// caller holds the bucket's lock, under which Reset counts too.
-func (m *MemoryStore) stamp(d *Decision, p *Policy) {
+// stamp gives d's ticket, when it has one, the store's count of resets;
+// the caller holds the bucket's lock, under which Reset counts too.
+func (m *MemoryStore) stamp(d *Decision) {
 	if d.Ticket.Store != 0 {
-		d.Ticket.Gen, d.Ticket.Sum = m.resets.Load(), p.settingsSum
+		d.Ticket.Gen = m.resets.Load()
 	}
 }
 
@@ -372,7 +307,6 @@ func sameBucket(reqs []Request, hashes []uint64, entries []*entry, r Request, h 
 // Peek implements Store.
 func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decision, error) {
 	t := now.UnixNano()
-	r.Policy = m.table(r.Policy).current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := m.shardOf(r.Policy, h)
 	s.mu.Lock()
@@ -415,9 +349,8 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 		if !ds[i].Allowed || ds[i].Ticket.Store != memoryTicket || !refund && ds[i].Ticket.Hold == 0 {
 			continue
 		}
-		pt := m.table(r.Policy)
 		h := m.hash(r.Policy, r.Key)
-		s := pt.shardOf(h)
+		s := m.shardOf(r.Policy, h)
 		s.mu.Lock()
 		// A bucket that is gone, was started afresh for new settings, or
 		// was reset since, holds nothing of this unit.
@@ -426,8 +359,8 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 			continue
 		}
 		if e := s.find(h, r.Policy, r.Key); e != nil {
-			if e.pol.settingsSum == ds[i].Ticket.Sum {
-				e.settleLocked(e.pol, t, ds[i].Ticket, refund)
+			if e.pol.Settings() == r.Policy.Settings() {
+				e.settleLocked(r.Policy, t, ds[i].Ticket, refund)
 			}
 			e.unlock(false)
 		}
@@ -443,7 +376,6 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 // spent.
 func (m *MemoryStore) Reset(_ context.Context, r Request) error {
 	pt := m.table(r.Policy)
-	r.Policy = pt.current(r.Policy)
 	h := m.hash(r.Policy, r.Key)
 	s := pt.shardOf(h)
 	s.mu.Lock()
@@ -563,6 +495,13 @@ func (e *entry) refreshLocked(p *Policy) {
 
 func (e *entry) resetLocked(p *Policy) {
 	e.s = [3]int64{}
+	if e.waitedLocked() {
+		// The waiting requests' departures are of the schedule that
+		// ends here.
+		for w := e.ext.wq.head; w != nil; w = w.next {
+			w.old = true
+		}
+	}
 	switch {
 	case p.Algorithm == SlidingWindowLog && e.ext == nil:
 		e.ext = new(entryExt)

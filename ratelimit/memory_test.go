@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -483,43 +482,6 @@ func TestHeldBucketsStay(t *testing.T) {
 	}
 }
 
-// TestOlderVersionDecidesWithNewest: a request whose policy comes from a
-// configuration older than one the store has seen (it began before a
-// reload) is decided with the newer policy. Were it decided with its own,
-// the bucket would be made afresh for its settings, and the next request
-// of the new configuration would make it afresh again: requests of the
-// two configurations taking turns would each find a fresh budget.
-func TestOlderVersionDecidesWithNewest(t *testing.T) {
-	t.Parallel()
-	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
-	defer m.Close()
-	old := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 3, Window: time.Hour, Version: 1})
-	cur := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 2, Window: time.Hour, Version: 2})
-	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	decide := func(p *Policy) bool {
-		out := make([]Decision, 1)
-		if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: "+15550100"}}, out); err != nil {
-			t.Fatal(err)
-		}
-		at = at.Add(time.Millisecond)
-		return out[0].Allowed
-	}
-	for range 3 {
-		decide(old)
-	}
-	var got []bool
-	for _, p := range []*Policy{cur, old, cur, old, cur, old} {
-		got = append(got, decide(p))
-	}
-	// The new policy starts the bucket afresh once: 2 more.
-	if fmt.Sprint(got) != "[true true false false false false]" {
-		t.Errorf("alternating old and new policies after the old one's budget was spent: got %v, want the new limit of 2 and then nothing", got)
-	}
-	if d, _ := m.Peek(context.Background(), at, Request{Policy: old, Key: "+15550100"}); d.Limit != 2 {
-		t.Errorf("a peek with the old policy: got limit %d, want the new one's 2", d.Limit)
-	}
-}
-
 // TestRefundAcrossSettingsReload: a count_status unit taken under the
 // old settings and answered (not counted) after a reload that changed the
 // policy's settings gives nothing to the bucket the new settings started
@@ -531,8 +493,8 @@ func TestRefundAcrossSettingsReload(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 			defer m.Close()
-			old := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 3, Window: time.Hour, Hold: true, Version: 1})
-			cur := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true, Version: 2})
+			old := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 3, Window: time.Hour, Hold: true})
+			cur := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true})
 			at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 			decide := func(p *Policy) Decision {
 				out := make([]Decision, 1)

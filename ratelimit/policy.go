@@ -95,21 +95,11 @@ type Policy struct {
 	// every other policy's; 0 takes the store's MemoryOptions.MaxKeys. It
 	// is not part of Settings: a reload that changes it keeps the buckets.
 	MaxKeys int
-	// Version orders the configurations policies come from: each load
-	// makes its policies with a higher one, 0 for none. The memory store
-	// decides a request whose policy is older than the newest of its name
-	// it has seen (one that began before a reload) with that newest one,
-	// so requests of two configurations never take turns making a bucket
-	// afresh. Not part of Settings.
-	Version uint64
 
 	interval  int64  // Window / Limit in nanoseconds, rounded up to a whole microsecond
 	window    int64  // Window in nanoseconds, a whole number of microseconds
 	tolerance int64  // leaky_bucket: longest acceptable wait, min(Queue*interval, MaxWait) in whole microseconds
 	nameHash  uint64 // Name hashed with nameSeed, for the stores' tables
-	// settingsSum is Settings hashed with nameSeed: what a Ticket keeps of
-	// the settings its unit was taken under.
-	settingsSum uint64
 }
 
 // nameSeed hashes policy names, once per policy rather than per decision.
@@ -221,7 +211,6 @@ func NewPolicy(p Policy) (*Policy, error) {
 		return nil, err
 	}
 	p.nameHash = maphash.String(nameSeed, p.Name)
-	p.settingsSum = maphash.Comparable(nameSeed, p.Settings())
 	return &p, nil
 }
 

@@ -11,7 +11,12 @@ import (
 type waiter struct {
 	prev, next *waiter
 	dep        int64 // Unix ns of the departure, moved earlier when one ahead gives up
-	timer      *time.Timer
+	// old marks a departure of a schedule the bucket no longer keeps: it
+	// was reset, or made afresh for new settings, since the request was
+	// decided. Such a waiter leaves at its own time, but neither hands its
+	// slot down nor counts as, or moves with, the current schedule.
+	old   bool
+	timer *time.Timer
 	// leaving is set by the waiter's goroutine, without the lock, once it
 	// stops waiting; a give-up ahead of it then skips re-arming its timer,
 	// which keeps a mass give-up (a shutdown) from costing a timer re-arm
@@ -48,13 +53,14 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	e := s.find(h, r.Policy, r.Key)
 	queued := e != nil && e.pol.Algorithm == LeakyBucket
 	if queued {
+		w.old = s.resetSince(r.Key, d.Ticket.Gen) || e.pol.Settings() != r.Policy.Settings()
 		e.enqueueLocked(w)
 	}
 	err := ctx.Err()
 	switch {
 	case err != nil && queued:
 		// Gone before waiting at all: no timer, the place goes back.
-		m.giveUpLocked(e, w, d.Ticket.Sum)
+		m.giveUpLocked(e, w, r.Policy)
 	case err == nil:
 		w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
 	}
@@ -87,7 +93,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if queued {
 		s.mu.Lock()
 		e := s.find(h, r.Policy, r.Key)
-		m.giveUpLocked(e, w, d.Ticket.Sum)
+		m.giveUpLocked(e, w, r.Policy)
 		e.unlock(false)
 		s.mu.Unlock()
 	}
@@ -100,15 +106,10 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 // give-up reached the lock late (the lock was busy), and the waiter behind
 // may have left at its own departure meanwhile, so moving the line would
 // let the next request leave together with it.
-func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, sum uint64) {
-	if e.pol.settingsSum != sum {
-		// Decided under settings the bucket was made afresh for since.
-		e.dequeueLocked(w)
-		return
-	}
-	t := e.pol.interval
+func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
+	t := p.interval
 	now := m.clock().UnixNano()
-	if e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
+	if w.old || e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
 		// The bucket was reset (a settings change), its schedule no longer
 		// holds this departure, the departure is past, or a departure
 		// behind it belongs to a request not in Wait: moving anything
@@ -117,6 +118,9 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, sum uint64) {
 		return
 	}
 	for o := w.next; o != nil; o = o.next {
+		if o.old {
+			continue
+		}
 		o.dep -= t
 		if o.timer != nil && !o.leaving.Load() {
 			o.timer.Reset(time.Duration(o.dep - now))
@@ -132,7 +136,9 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, sum uint64) {
 func behindWaited(e *entry, w *waiter, t int64) bool {
 	scheduled := (e.s[0]-w.dep)/t - 1
 	for o := w.next; o != nil; o = o.next {
-		scheduled--
+		if !o.old {
+			scheduled--
+		}
 	}
 	return scheduled == 0
 }

@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -188,26 +187,7 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 		d.probs.sort()
 		return nil, d.probs
 	}
-	c.stampVersion(loads.Add(1))
 	return c, nil
-}
-
-// loads counts the configurations Parse made: the Version of their
-// policies.
-var loads atomic.Uint64
-
-// stampVersion gives every policy of c, overrides included, Version v.
-func (c *Config) stampVersion(v uint64) {
-	for _, p := range c.Policies {
-		p.Version = v
-	}
-	for _, o := range c.Overrides {
-		for _, e := range o.list {
-			if e.Policy != nil {
-				e.Policy.Version = v
-			}
-		}
-	}
 }
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

@@ -44,37 +44,6 @@ func TestResetLiftsFallbackBlock(t *testing.T) {
 	}
 }
 
-// TestFallbackCopyAcrossReload: a leased request routed before a reload
-// that changed its limit, decided by the fallback after requests of the
-// new configuration, must be decided with the new copy: with its own, the
-// bucket would be made afresh for it, then afresh again for the next new
-// request.
-func TestFallbackCopyAcrossReload(t *testing.T) {
-	t.Parallel()
-	old := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 4, Window: time.Minute, Sync: ratelimit.SyncLease, Version: 1})
-	cur := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 2, Window: time.Minute, Sync: ratelimit.SyncLease, Version: 2})
-	m := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
-	defer m.Close()
-	var f leaseFallbacks
-	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	decide := func(q *ratelimit.Policy) bool {
-		out := make([]ratelimit.Decision, 1)
-		if err := m.Decide(context.Background(), at, []ratelimit.Request{{Policy: q, Key: "k"}}, out); err != nil {
-			t.Fatal(err)
-		}
-		return out[0].Allowed
-	}
-	admitted := 0
-	for _, p := range []*ratelimit.Policy{cur, cur, old, cur, old, cur} {
-		if decide(f.local(p, 1)) {
-			admitted++
-		}
-	}
-	if admitted > 2 {
-		t.Errorf("fallback, old and new configurations alternating: got %d admitted in one window, want at most the new limit, 2", admitted)
-	}
-}
-
 // TestFallbackKeepsRedisBlockBesideLease: TestFallbackKeepsRedisBlock
 // for a route that also has a leased limit (a per-IP lease beside a
 // per-user brute-force block). Such a request is decided by

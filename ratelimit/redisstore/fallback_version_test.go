@@ -10,13 +10,13 @@ import (
 
 // TestFallbackCopyFollowsInstances: the local fallback of a leased policy
 // decides with limit / N for the N seen now. Every copy of one
-// configuration has the same name; were they versioned alike, the memory
-// store would keep deciding with whichever copy it saw first. Here the
+// configuration has the same name; the memory store must decide with the
+// copy for the N of the decision, not with the first it saw. Here the
 // first fallback ran while this instance saw itself alone (N=1, limit 10);
 // later N=5 (limit 2), and the store must admit 2 per window, not 10.
 func TestFallbackCopyFollowsInstances(t *testing.T) {
 	t.Parallel()
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: time.Minute, Sync: ratelimit.SyncLease, Version: 7})
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 10, Window: time.Minute, Sync: ratelimit.SyncLease})
 	m := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
 	defer m.Close()
 	var f leaseFallbacks

@@ -6,20 +6,18 @@ import (
 	"time"
 )
 
-// TestUnitDecidedWithNewerPolicySettles: a count_status request
-// routed before a reload that changed its policy's settings, but decided
-// after the table saw the new configuration, takes its unit from the new
-// bucket (current returns the newer policy). Its caller settles it with
-// the policy it was routed with, the older one; the settle must still
-// reach the unit, or a held token is never released (the bucket stays a
-// token short, and pinned, for good) and a refund is lost.
-func TestUnitDecidedWithNewerPolicySettles(t *testing.T) {
+// TestOldPolicyUnitSettles: a count_status request routed before a
+// reload that changed its policy's settings, but decided after requests
+// of the new configuration, takes its unit under its own policy; settled
+// with that policy, its held token must be released, or the bucket stays a
+// token short, and pinned, for good.
+func TestOldPolicyUnitSettles(t *testing.T) {
 	t.Parallel()
 	for _, refund := range []bool{false, true} {
 		m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 		defer m.Close()
-		old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true, Version: 1})
-		cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 2})
+		old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true})
+		cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true})
 		at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 		decide := func(p *Policy) Decision {
 			out := make([]Decision, 1)
@@ -51,16 +49,16 @@ func TestUnitDecidedWithNewerPolicySettles(t *testing.T) {
 
 // TestHeldUnitOfUntouchedBucketSettles: a held unit taken under the
 // old settings, in a bucket that no request of the new configuration has
-// touched (so it still counts the unit), is dropped by settle once the
-// table saw the new configuration on any other key, must still be
-// released: otherwise the bucket is pinned with a held token until the
-// key is seen again, which for a one-off key is never.
+// touched (so it still counts the unit), must be released even though
+// the new configuration decided other keys: otherwise the bucket is
+// pinned with a held token until the key is seen again, which for a
+// one-off key is never.
 func TestHeldUnitOfUntouchedBucketSettles(t *testing.T) {
 	t.Parallel()
 	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 	defer m.Close()
-	old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true, Version: 1})
-	cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 2})
+	old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true})
+	cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true})
 	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	decide := func(p *Policy, key string) Decision {
 		out := make([]Decision, 1)
@@ -89,8 +87,8 @@ func TestGiveUpAfterReloadKeepsSpacing(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0 }})
 	defer m.Close()
-	old := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Queue: 5, Version: 1})
-	cur := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 20, Version: 2})
+	old := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Queue: 5})
+	cur := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 20})
 	decide := func(p *Policy) Decision {
 		out := make([]Decision, 1)
 		if err := m.Decide(context.Background(), t0, []Request{{Policy: p, Key: "k"}}, out); err != nil {
@@ -117,17 +115,15 @@ func TestGiveUpAfterReloadKeepsSpacing(t *testing.T) {
 }
 
 // TestUnitAfterChangeAndBackSettles: A -> B -> A. A request routed
-// under the first A, decided once the table saw the second (same
-// settings, so current keeps its own policy), takes its unit from the
-// bucket the second A made; counts() still drops its settle, since its
-// Version is below the run's since.
+// under the first A and decided after the second takes its unit from the
+// bucket as the second A has it, and must settle there.
 func TestUnitAfterChangeAndBackSettles(t *testing.T) {
 	t.Parallel()
 	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 	defer m.Close()
-	a1 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 1})
-	b2 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 5, Window: time.Minute, Hold: true, Version: 2})
-	a3 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true, Version: 3})
+	a1 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true})
+	b2 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 5, Window: time.Minute, Hold: true})
+	a3 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true})
 	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	for _, p := range []*Policy{b2, a3} { // each reload's first request, settled
 		out := make([]Decision, 1)
@@ -145,18 +141,16 @@ func TestUnitAfterChangeAndBackSettles(t *testing.T) {
 	}
 }
 
-// TestHeldUnitSettlesAcrossTwoReloads: a request routed before a reload
-// that changed its policy is decided with the newer policy and holds a
-// token of the bucket made for it; a second reload that leaves the
-// settings as they are must not stop its keep from ending the hold, or the
-// bucket stays a token short, and pinned, for good.
+// TestHeldUnitSettlesAcrossTwoReloads: a held unit of a request routed
+// before two reloads, the second leaving the settings as they are, must
+// not leave its bucket a token short for good.
 func TestHeldUnitSettlesAcrossTwoReloads(t *testing.T) {
 	t.Parallel()
 	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
 	defer m.Close()
-	v1 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 5, Window: time.Hour, Hold: true, Version: 1})
-	v2 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true, Version: 2})
-	v3 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true, Version: 3})
+	v1 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 5, Window: time.Hour, Hold: true})
+	v2 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true})
+	v3 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true})
 	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	decide := func(p *Policy) Decision {
 		out := make([]Decision, 1)

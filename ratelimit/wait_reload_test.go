@@ -1,0 +1,114 @@
+package ratelimit
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// TestGiveUpAfterResetKeepsSpacing: a leaky_bucket request decided
+// before a Reset gives up after it. Its slot belongs to the wiped
+// schedule; handed to the new one, two departures would coincide.
+func TestGiveUpAfterResetKeepsSpacing(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0 }})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 5})
+	r := Request{Policy: p, Key: "k"}
+	decide := func() Decision {
+		out := make([]Decision, 1)
+		if err := m.Decide(context.Background(), t0, []Request{r}, out); err != nil {
+			t.Fatal(err)
+		}
+		if !out[0].Allowed {
+			t.Fatalf("rejected: %+v", out[0])
+		}
+		return out[0]
+	}
+	decide()
+	w := decide() // t0+1s
+	if err := m.Reset(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	decide()         // t0
+	last := decide() // t0+1s, admitted, not in Wait yet
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.Wait(ctx, r, w) // gives up at once
+	next := decide()
+	if gap := next.Departure.Sub(last.Departure); gap < time.Second {
+		t.Errorf("after a request of before the reset gave up: next departure %v after the one before it, want at least the interval, 1s", gap)
+	}
+}
+
+// TestOlderNonLeakyPolicyGetsNoDelay: a reload turns a token_bucket into
+// a leaky_bucket. A request routed before it (its route waits on no
+// leaky_bucket limit) must be decided with its own policy, never handed a
+// Delay it would not wait out.
+func TestOlderNonLeakyPolicyGetsNoDelay(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	old := MustPolicy(Policy{Name: "api", Algorithm: TokenBucket, Limit: 10, Window: time.Second})
+	cur := MustPolicy(Policy{Name: "api", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 5})
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	out := make([]Decision, 1)
+	m.Decide(context.Background(), at, []Request{{Policy: cur, Key: "k"}}, out) // departs at once
+	m.Decide(context.Background(), at, []Request{{Policy: old, Key: "k"}}, out)
+	if out[0].Allowed && out[0].Delay > 0 {
+		t.Errorf("request of a token_bucket policy: got Delay %v, which its route never waits out (a slot of the queue taken, the request sent at once)", out[0].Delay)
+	}
+}
+
+// TestOldWaiterNotCountedInNewSchedule: a settings change keeps the
+// requests waiting under the old settings. A new-schedule request gives up
+// with an old waiter behind it and an admitted new-schedule request not
+// yet in Wait; were the old waiter counted as a departure of the new
+// schedule, the line would move, and the next departure would land on the
+// unseen request's.
+func TestOldWaiterNotCountedInNewSchedule(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0 }})
+	defer m.Close()
+	a := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 2, Window: 13 * time.Second, Queue: 5})
+	b := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 10})
+	decide := func(p *Policy) Decision {
+		out := make([]Decision, 1)
+		if err := m.Decide(context.Background(), t0, []Request{{Policy: p, Key: "k"}}, out); err != nil {
+			t.Fatal(err)
+		}
+		if !out[0].Allowed {
+			t.Fatalf("rejected: %+v", out[0])
+		}
+		return out[0]
+	}
+	ra := Request{Policy: a, Key: "k"}
+	decide(a)
+	aw := decide(a) // t0+6.5s under the old settings, waiting
+	actx, acancel := context.WithCancel(context.Background())
+	defer acancel()
+	done := make(chan error, 1)
+	go func() { done <- m.Wait(actx, ra, aw) }()
+	waitFor(t, m, ra, 1)
+	var w, x Decision
+	for i := range 7 { // the new schedule: t0 .. t0+6s
+		d := decide(b)
+		switch i {
+		case 5:
+			w = d // t0+5s: gives up
+		case 6:
+			x = d // t0+6s: admitted, not in Wait yet
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.Wait(ctx, Request{Policy: b, Key: "k"}, w)
+	next := decide(b)
+	if gap := next.Departure.Sub(x.Departure); gap < time.Second {
+		t.Errorf("after a give-up with an old-settings waiter behind it: next departure %v after the unseen request's, want at least the interval, 1s", gap)
+	}
+	acancel()
+	<-done
+}
