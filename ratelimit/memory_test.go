@@ -497,12 +497,9 @@ func TestRefundAcrossSettingsReload(t *testing.T) {
 			cur := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true})
 			at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 			decide := func(p *Policy) Decision {
-				out := make([]Decision, 1)
-				if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: "alice"}}, out); err != nil {
-					t.Fatal(err)
-				}
+				d := decideOne(t, m, at, p, "alice")
 				at = at.Add(time.Millisecond)
-				return out[0]
+				return d
 			}
 			// Three decoys in flight under the old configuration.
 			var inflight []Decision

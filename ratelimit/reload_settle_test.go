@@ -6,6 +6,26 @@ import (
 	"time"
 )
 
+// decideOne decides one request of key under p at now.
+func decideOne(t *testing.T, m *MemoryStore, now time.Time, p *Policy, key string) Decision {
+	t.Helper()
+	out := make([]Decision, 1)
+	if err := m.Decide(context.Background(), now, []Request{{Policy: p, Key: key}}, out); err != nil {
+		t.Fatal(err)
+	}
+	return out[0]
+}
+
+// admitOne is decideOne for a request that must be admitted.
+func admitOne(t *testing.T, m *MemoryStore, now time.Time, p *Policy, key string) Decision {
+	t.Helper()
+	d := decideOne(t, m, now, p, key)
+	if !d.Allowed {
+		t.Fatalf("rejected: %+v", d)
+	}
+	return d
+}
+
 // TestOldPolicyUnitSettles: a count_status request routed before a
 // reload that changed its policy's settings, but decided after requests
 // of the new configuration, takes its unit under its own policy; settled
@@ -19,13 +39,7 @@ func TestOldPolicyUnitSettles(t *testing.T) {
 		old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true})
 		cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true})
 		at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-		decide := func(p *Policy) Decision {
-			out := make([]Decision, 1)
-			if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: "u"}}, out); err != nil {
-				t.Fatal(err)
-			}
-			return out[0]
-		}
+		decide := func(p *Policy) Decision { return decideOne(t, m, at, p, "u") }
 		d := decide(cur) // the new configuration's first request
 		m.Keep(context.Background(), at, []Request{{Policy: cur, Key: "u"}}, []Decision{d})
 		d = decide(old) // routed before the reload, decided after it
@@ -60,13 +74,7 @@ func TestHeldUnitOfUntouchedBucketSettles(t *testing.T) {
 	old := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Minute, Hold: true})
 	cur := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 2, Window: time.Minute, Hold: true})
 	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	decide := func(p *Policy, key string) Decision {
-		out := make([]Decision, 1)
-		if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: key}}, out); err != nil {
-			t.Fatal(err)
-		}
-		return out[0]
-	}
+	decide := func(p *Policy, key string) Decision { return decideOne(t, m, at, p, key) }
 	dy := decide(old, "y") // in flight at the reload
 	dx := decide(cur, "x") // the table sees the new configuration
 	m.Keep(context.Background(), at, []Request{{Policy: cur, Key: "x"}}, []Decision{dx})
@@ -89,16 +97,7 @@ func TestGiveUpAfterReloadKeepsSpacing(t *testing.T) {
 	defer m.Close()
 	old := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Queue: 5})
 	cur := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 20})
-	decide := func(p *Policy) Decision {
-		out := make([]Decision, 1)
-		if err := m.Decide(context.Background(), t0, []Request{{Policy: p, Key: "k"}}, out); err != nil {
-			t.Fatal(err)
-		}
-		if !out[0].Allowed {
-			t.Fatalf("rejected: %+v", out[0])
-		}
-		return out[0]
-	}
+	decide := func(p *Policy) Decision { return admitOne(t, m, t0, p, "k") }
 	decide(old)
 	w := decide(old) // departs at t0+10s under the old schedule
 	var last Decision
@@ -152,13 +151,7 @@ func TestHeldUnitSettlesAcrossTwoReloads(t *testing.T) {
 	v2 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true})
 	v3 := MustPolicy(Policy{Name: "login", Algorithm: TokenBucket, Limit: 3, Window: time.Hour, Hold: true})
 	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
-	decide := func(p *Policy) Decision {
-		out := make([]Decision, 1)
-		if err := m.Decide(context.Background(), at, []Request{{Policy: p, Key: "u"}}, out); err != nil {
-			t.Fatal(err)
-		}
-		return out[0]
-	}
+	decide := func(p *Policy) Decision { return decideOne(t, m, at, p, "u") }
 	// The table sees the first reload.
 	m.Refund(context.Background(), at, []Request{{Policy: v2, Key: "u"}}, []Decision{decide(v2)})
 	held := decide(v1) // routed before it, decided after: with v2

@@ -16,16 +16,7 @@ func TestGiveUpAfterResetKeepsSpacing(t *testing.T) {
 	defer m.Close()
 	p := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 5})
 	r := Request{Policy: p, Key: "k"}
-	decide := func() Decision {
-		out := make([]Decision, 1)
-		if err := m.Decide(context.Background(), t0, []Request{r}, out); err != nil {
-			t.Fatal(err)
-		}
-		if !out[0].Allowed {
-			t.Fatalf("rejected: %+v", out[0])
-		}
-		return out[0]
-	}
+	decide := func() Decision { return admitOne(t, m, t0, p, "k") }
 	decide()
 	w := decide() // t0+1s
 	if err := m.Reset(context.Background(), r); err != nil {
@@ -74,16 +65,7 @@ func TestOldWaiterNotCountedInNewSchedule(t *testing.T) {
 	defer m.Close()
 	a := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 2, Window: 13 * time.Second, Queue: 5})
 	b := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: time.Second, Queue: 10})
-	decide := func(p *Policy) Decision {
-		out := make([]Decision, 1)
-		if err := m.Decide(context.Background(), t0, []Request{{Policy: p, Key: "k"}}, out); err != nil {
-			t.Fatal(err)
-		}
-		if !out[0].Allowed {
-			t.Fatalf("rejected: %+v", out[0])
-		}
-		return out[0]
-	}
+	decide := func(p *Policy) Decision { return admitOne(t, m, t0, p, "k") }
 	ra := Request{Policy: a, Key: "k"}
 	decide(a)
 	aw := decide(a) // t0+6.5s under the old settings, waiting

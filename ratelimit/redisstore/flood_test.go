@@ -82,15 +82,7 @@ func TestKeyFloodOOMKeepsBreakerClosed(t *testing.T) {
 	}
 	n := floodKeys(t, s, p, 400_000, func() bool { return s.LastError() != nil })
 	t.Logf("flooded %d fresh keys; healthy=%v last error: %v", n, s.Healthy(), s.LastError())
-	admitted := 0
-	for range 3 {
-		if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{victim}, out); err != nil {
-			t.Fatal(err)
-		}
-		if out[0].Allowed {
-			admitted++
-		}
-	}
+	admitted := admittedOf(t, s, victim, 3)
 	if admitted > 0 {
 		t.Errorf("after the key flood, %d more requests of a key whose window (limit 3) is spent were admitted (fallback: %v)", admitted, fmt.Sprint(s.LastError()))
 	}
@@ -119,4 +111,21 @@ func TestWarnsWhenRedisEvicts(t *testing.T) {
 			t.Errorf("noeviction: got a warning, want none")
 		}
 	}
+}
+
+// admittedOf decides n requests of r now, one at a time, and returns how
+// many were admitted.
+func admittedOf(t *testing.T, s *Store, r ratelimit.Request, n int) int {
+	t.Helper()
+	out := make([]ratelimit.Decision, 1)
+	admitted := 0
+	for range n {
+		if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{r}, out); err != nil {
+			t.Fatal(err)
+		}
+		if out[0].Allowed {
+			admitted++
+		}
+	}
+	return admitted
 }

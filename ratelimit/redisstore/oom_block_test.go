@@ -34,15 +34,7 @@ func TestOOMSpentKeyWithBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("a fresh key's decision: last error %v, healthy %v", s.LastError(), s.Healthy())
-	admitted := 0
-	for range 3 {
-		if err := s.Decide(context.Background(), time.Now(), []ratelimit.Request{victim}, out); err != nil {
-			t.Fatal(err)
-		}
-		if out[0].Allowed {
-			admitted++
-		}
-	}
+	admitted := admittedOf(t, s, victim, 3)
 	if admitted > 0 {
 		t.Errorf("after the key flood, %d more guesses of a key whose window (limit 3) is spent were admitted; last error: %v", admitted, s.LastError())
 	}
