@@ -101,8 +101,15 @@ func (b *clientBody) answering() func() {
 	}
 	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	return func() {
-		if !b.done.Load() {
-			b.ctl.SetReadDeadline(time.Time{})
+		if b.done.Load() {
+			return
+		}
+		b.ctl.SetReadDeadline(time.Time{})
+		// A read that failed meanwhile (another goroutine) set a past
+		// deadline after marking the body done; whichever came last,
+		// that deadline stays.
+		if b.done.Load() && b.fail.Load() != nil {
+			b.ctl.SetReadDeadline(time.Unix(1, 0))
 		}
 	}
 }
