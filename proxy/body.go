@@ -75,11 +75,17 @@ func wrapBody(w http.ResponseWriter, r *http.Request, s *snapshot) *clientBody {
 // past it.
 func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) bool {
 	b, max := ex.body, rt.r.MaxBody
-	if b == nil || max <= 0 {
+	if b == nil {
+		return true
+	}
+	// A route of a reload may come after another (see admit): its bound,
+	// or none, replaces the other's.
+	b.max, b.tooLarge = 0, ""
+	if max <= 0 {
 		return true
 	}
 	b.tooLarge = tooLargeDetail(rt, max)
-	if r.ContentLength > max {
+	if r.ContentLength > max || b.n > max {
 		refuseBody(w, ex, &bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
 		return false
 	}

@@ -139,21 +139,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		problem.Error(rec, http.StatusNotImplemented, "sluice does not forward CONNECT")
 		return
 	}
-	if h := s.cfg.Table.RepeatedMatchHeader(r); h != "" {
-		problem.Error(rec, http.StatusBadRequest, "header "+h+" is given more than once; routes match on it")
+	var ok bool
+	if rt, ok = routeOf(s, rec, r, ex); !ok {
 		return
 	}
-	match := s.cfg.Table.Match(r)
-	if match == nil {
-		problem.Error(rec, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)
-		return
-	}
-	rt = s.routes[match]
-	if !admitBody(rec, r, rt, ex) {
-		return
-	}
-	if len(match.Limits) > 0 {
-		var ok bool
+	if len(rt.r.Limits) > 0 {
 		if s, rt, ok = g.admit(s, rt, rec, r, ex); !ok {
 			return
 		}
@@ -168,6 +158,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.clock = newRouteClock(cancel, ex.body == nil)
 	ex.forwarded = *r.WithContext(ctx)
 	rt.proxy.ServeHTTP(rec, &ex.forwarded)
+}
+
+// routeOf finds r's route in s and applies its max_body. It answers the
+// request itself (400, 404, 413) and reports false when the request goes
+// no further; the route is nil when none matched.
+func routeOf(s *snapshot, w http.ResponseWriter, r *http.Request, ex *exchange) (*route, bool) {
+	if h := s.cfg.Table.RepeatedMatchHeader(r); h != "" {
+		problem.Error(w, http.StatusBadRequest, "header "+h+" is given more than once; routes match on it")
+		return nil, false
+	}
+	match := s.cfg.Table.Match(r)
+	if match == nil {
+		problem.Error(w, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)
+		return nil, false
+	}
+	rt := s.routes[match]
+	return rt, admitBody(w, r, rt, ex)
 }
 
 // admit applies the route's limits to r. It answers the request itself and
@@ -198,14 +205,14 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			// the old settings, and the next new request afresh again;
 			// a client holding a few slow bodies over a reload that
 			// tightens a limit would get a fresh budget at every turn.
+			// Its client address and the settings that bound the
+			// connection stay those of the configuration it began with.
 			if cur := g.current.Load(); cur != s {
-				m := cur.cfg.Table.Match(r)
-				if m == nil {
-					problem.Error(w, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)
-					return cur, nil, false
+				rt2, ok := routeOf(cur, w, r, ex)
+				if s, rt = cur, rt2; !ok {
+					return s, rt, false
 				}
-				s, rt = cur, cur.routes[m]
-				if len(m.Limits) == 0 {
+				if len(rt.r.Limits) == 0 {
 					return s, rt, true
 				}
 			}
