@@ -52,6 +52,16 @@ func straddle(t *testing.T, addr, head, first, rest string, between func()) int 
 	return resp.StatusCode
 }
 
+// keyedRoute is a route with a json: key, before the reloads of the
+// tests below.
+const keyedRoute = `
+routes:
+  - name: keyed
+    upstream: %[1]s
+    limits:
+      - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:id]}
+`
+
 // TestRerouteAppliesNewMaxBody: a request re-routed with the
 // configuration of a reload that came while its keys' body part was
 // arriving is held to the new route's max_body: a reload that gives the
@@ -59,13 +69,6 @@ func straddle(t *testing.T, addr, head, first, rest string, between func()) int 
 func TestRerouteAppliesNewMaxBody(t *testing.T) {
 	t.Parallel()
 	up := newBodyUpstream(t)
-	const before = `
-routes:
-  - name: keyed
-    upstream: %[1]s
-    limits:
-      - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:id]}
-`
 	const after = `
 routes:
   - name: keyed
@@ -74,7 +77,7 @@ routes:
     limits:
       - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:id]}
 `
-	srv, g := newTestGateway(t, before, up.URL)
+	srv, g := newTestGateway(t, keyedRoute, up.URL)
 	addr := srv.Listener.Addr().String()
 	body := `{"id":1,"pad":"xxxxxxxxxxxxxxxxxxxxxxx"}`
 	head := fmt.Sprintf("POST /k HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
@@ -102,13 +105,6 @@ func TestRerouteChecksRepeatedMatchHeader(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(up.Close)
-	const before = `
-routes:
-  - name: keyed
-    upstream: %[1]s
-    limits:
-      - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:id]}
-`
 	const after = `
 routes:
   - name: gold
@@ -121,7 +117,7 @@ routes:
     limits:
       - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:id]}
 `
-	srv, g := newTestGateway(t, before, up.URL)
+	srv, g := newTestGateway(t, keyedRoute, up.URL)
 	addr := srv.Listener.Addr().String()
 	body := `{"id":1}`
 	head := fmt.Sprintf("POST /k HTTP/1.1\r\nHost: x\r\nX-Tenant: gold\r\nX-Tenant: free\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
