@@ -59,8 +59,11 @@ func TestRouteClockLateFireCancelsNothingLater(t *testing.T) {
 	ctxA, cancelA := context.WithCancelCause(context.Background())
 	ctxB, cancelB := context.WithCancelCause(context.Background())
 	c := newRouteClock(cancelA, true)
-	c.start(time.Nanosecond)
+	// What start does, keeping the lock: a func that got the lock first
+	// would fire for the first attempt before the test begins.
 	c.mu.Lock()
+	c.timeout, c.over, c.fired = time.Nanosecond, false, false
+	c.armLocked()
 	// Hold the lock until the timer has expired: its func has then
 	// started and waits for the lock.
 	for c.t.Stop() {
