@@ -276,4 +276,8 @@ func do(t testing.TB, c *http.Client, method, url string, body []byte, header ma
 	return resp, b
 }
 
-var client = &http.Client{Timeout: 30 * time.Second}
+// client has a transport of its own: httptest.Server.Close closes the
+// idle connections of http.DefaultTransport, and one a parallel test had
+// just taken from the pool would fail its request ("CloseIdleConnections
+// called").
+var client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone(), Timeout: 30 * time.Second}

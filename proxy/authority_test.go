@@ -434,7 +434,7 @@ func TestHTTP1StreamEndsAfterQuiet(t *testing.T) {
 	t.Cleanup(up.Close)
 	srv := httptest.NewServer(sendTimeoutGateway(t, up.URL).Config.Handler)
 	t.Cleanup(srv.Close)
-	resp, err := http.Get(srv.URL + "/events")
+	resp, err := testClient.Get(srv.URL + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}

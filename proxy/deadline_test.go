@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,3 +71,9 @@ func TestTunnelEndsAfterIdle(t *testing.T) {
 		t.Errorf("the tunnel ended %v after its last byte, want at least %v", quiet, idle)
 	}
 }
+
+// testClient has a transport of its own: httptest.Server.Close closes the
+// idle connections of http.DefaultTransport, and one a parallel test had
+// just taken from the pool would fail its request ("CloseIdleConnections
+// called").
+var testClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}

@@ -30,7 +30,7 @@ routes:
 `, up.URL)
 	req, _ := http.NewRequest("GET", srv.URL+"/page", nil)
 	req.Header.Set("X-Request-Id", "hinted-1")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

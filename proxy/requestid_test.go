@@ -28,7 +28,7 @@ func TestRequestIDOnceWhenUpstreamEchoes(t *testing.T) {
 			if tc.sent != "" {
 				req.Header.Set("X-Request-Id", tc.sent)
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := testClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

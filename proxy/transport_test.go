@@ -604,7 +604,7 @@ func TestGatewayUnaskedSwitchIsBadGateway(t *testing.T) {
 		}
 	})
 	srv, _ := newTestGateway(t, "routes:\n  - name: up\n    upstream: %s\n", up.url())
-	resp, err := http.Get(srv.URL + "/")
+	resp, err := testClient.Get(srv.URL + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +613,7 @@ func TestGatewayUnaskedSwitchIsBadGateway(t *testing.T) {
 	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("unasked 101: got %d %q, want 502 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	resp, err = http.Get(srv.URL + "/")
+	resp, err = testClient.Get(srv.URL + "/")
 	if err != nil {
 		t.Fatal(err)
 	}

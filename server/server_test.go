@@ -133,7 +133,13 @@ func writeFile(t *testing.T, path, data string) {
 // url returns the base URL of listener name.
 func (r *running) url(name string) string { return "http://" + r.Addr(name).String() }
 
-var client = &http.Client{Timeout: 5 * time.Second}
+// testTransport is the tests' own: httptest.Server.Close closes the idle
+// connections of http.DefaultTransport, and one a parallel test had just
+// taken from the pool would fail its request ("CloseIdleConnections
+// called").
+var testTransport = http.DefaultTransport.(*http.Transport).Clone()
+
+var client = &http.Client{Transport: testTransport, Timeout: 5 * time.Second}
 
 // get sends a GET with an optional Host and returns status, header and body.
 func get(t *testing.T, url, host string) (int, http.Header, string) {
@@ -145,7 +151,7 @@ func get(t *testing.T, url, host string) (int, http.Header, string) {
 	if host != "" {
 		req.Host = host
 	}
-	c := &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	c := &http.Client{Transport: testTransport, Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
