@@ -69,7 +69,10 @@ func infoField(t *testing.T, srv *redistest.Server, section, name string) string
 func TestKeyFloodOOMKeepsBreakerClosed(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 3, Window: time.Hour})
+	// A sliding log, not a window aligned to the clock: a window that
+	// turned during the test would make the spent key fresh.
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "otp", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour})
+	flood := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 3, Window: time.Hour})
 	victim := ratelimit.Request{Policy: p, Key: "exhausted-key"}
 	out := make([]ratelimit.Decision, 1)
 	for i := range 4 {
@@ -80,7 +83,7 @@ func TestKeyFloodOOMKeepsBreakerClosed(t *testing.T) {
 			t.Fatalf("request %d: allowed %v, want %v", i+1, out[0].Allowed, want)
 		}
 	}
-	n := floodKeys(t, s, p, 400_000, func() bool { return s.LastError() != nil })
+	n := floodKeys(t, s, flood, 400_000, func() bool { return s.LastError() != nil })
 	t.Logf("flooded %d fresh keys; healthy=%v last error: %v", n, s.Healthy(), s.LastError())
 	admitted := admittedOf(t, s, victim, 3)
 	if admitted > 0 {

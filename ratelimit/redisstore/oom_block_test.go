@@ -17,7 +17,9 @@ import (
 func TestOOMSpentKeyWithBlock(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.FixedWindow, Limit: 3, Window: time.Hour, Block: time.Hour})
+	// A sliding log, not a window aligned to the clock: a window that
+	// turned during the test would make the spent key fresh.
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
 	victim := ratelimit.Request{Policy: p, Key: "victim"}
 	out := make([]ratelimit.Decision, 1)
 	for i := range 3 {
