@@ -19,13 +19,11 @@ import (
 // echoUpgrades answers a WebSocket handshake and echoes bytes until the
 // client closes, as a WebSocket server would after its handshake.
 func echoUpgrades(w http.ResponseWriter, r *http.Request) {
-	conn, rw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+	conn, rw, ok := acceptUpgrade(w)
+	if !ok {
 		return
 	}
 	defer conn.Close()
-	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-	rw.Flush()
 	io.Copy(conn, rw)
 }
 

@@ -26,13 +26,11 @@ func TestWebSocketUpgradePassesThrough(t *testing.T) {
 			http.Error(w, "want an upgrade", 400)
 			return
 		}
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, rw, ok := acceptUpgrade(w)
+		if !ok {
 			return
 		}
 		defer conn.Close()
-		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		io.Copy(conn, rw) // echo until the client closes
 	}
 	// send_timeout bounds writes of answers, not the quiet of a tunnel.
@@ -67,14 +65,12 @@ func TestWebSocketIdleTunnelIsClosed(t *testing.T) {
 	upstreamDone := make(chan struct{})
 	up := newUpstream(t)
 	up.Handle = func(w http.ResponseWriter, r *http.Request) {
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, rw, ok := acceptUpgrade(w)
+		if !ok {
 			return
 		}
 		defer close(upstreamDone)
 		defer conn.Close()
-		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		for {
 			line, err := rw.ReadString('\n')
 			if err != nil {
@@ -139,13 +135,11 @@ func TestWebSocketHeldByUnreadUpstream(t *testing.T) {
 	t.Cleanup(func() { close(upDone) })
 	up := newUpstream(t)
 	up.Handle = func(w http.ResponseWriter, r *http.Request) {
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
+		conn, _, ok := acceptUpgrade(w)
+		if !ok {
 			return
 		}
 		defer conn.Close()
-		fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-		rw.Flush()
 		<-upDone // reads nothing, writes nothing
 	}
 	cfg := fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nwebsocket_idle_timeout: 1s\nshutdown_timeout: 1s\nroutes:\n  - name: ws\n    upstream: %s\n", up.URL)
@@ -258,6 +252,19 @@ routes:
 	if fmt.Sprint(got) != "[200 429 429]" || otp.Load() != 1 {
 		t.Errorf("then /v1/otp over HTTP/1.1: got %v with %d at the upstream, want [200 429 429] with 1", got, otp.Load())
 	}
+}
+
+// acceptUpgrade takes the connection of a WebSocket handshake and answers
+// it 101, as a WebSocket server does; the caller closes the connection.
+// ok is false when the connection cannot be taken.
+func acceptUpgrade(w http.ResponseWriter) (net.Conn, *bufio.ReadWriter, bool) {
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+	rw.Flush()
+	return conn, rw, true
 }
 
 // openRaw sends raw on a new connection to in's plain listener and
