@@ -50,7 +50,7 @@ func TestTunnelEndsAfterIdle(t *testing.T) {
 	const idle = 50 * time.Millisecond
 	var c closeConn
 	var ended atomic.Int64
-	ic := newIdleConn(&c, idle, func() { ended.CompareAndSwap(0, time.Now().UnixNano()) })
+	ic := newIdleConn(&c, idle, func(error) { ended.CompareAndSwap(0, time.Now().UnixNano()) })
 	defer ic.Close()
 	for end := time.Now().Add(4 * idle); time.Now().Before(end); {
 		ic.touch()

@@ -628,12 +628,7 @@ func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// cut it, and websocket_idle_timeout bounds its quiet.
 	c.SetDeadline(time.Time{})
 	if w.idle > 0 {
-		end := w.endTunnel
-		return newIdleConn(c, w.idle, func() {
-			if end != nil {
-				end(errTunnelIdle)
-			}
-		}), brw, nil
+		return newIdleConn(c, w.idle, w.endTunnel), brw, nil
 	}
 	return c, brw, nil
 }

@@ -25,12 +25,12 @@ var errTunnelIdle = errors.New("websocket idle for websocket_idle_timeout")
 type idleConn struct {
 	net.Conn
 	idle  time.Duration
-	end   func()
-	by    atomic.Int64 // when the tunnel is idle unless a byte crosses, Unix ns
+	end   func(cause error) // nil for none
+	by    atomic.Int64      // when the tunnel is idle unless a byte crosses, Unix ns
 	timer *time.Timer
 }
 
-func newIdleConn(c net.Conn, idle time.Duration, end func()) *idleConn {
+func newIdleConn(c net.Conn, idle time.Duration, end func(cause error)) *idleConn {
 	ic := &idleConn{Conn: c, idle: idle, end: end}
 	ic.touch()
 	ic.timer = time.AfterFunc(idle, ic.check)
@@ -81,7 +81,7 @@ func (c *idleConn) check() {
 		return
 	}
 	if c.end != nil {
-		c.end()
+		c.end(errTunnelIdle)
 	}
 	c.Conn.Close()
 }

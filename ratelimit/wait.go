@@ -60,7 +60,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	switch {
 	case err != nil && queued:
 		// Gone before waiting at all: no timer, the place goes back.
-		m.giveUpLocked(e, w, r.Policy)
+		m.giveUpLocked(e, w)
 	case err == nil:
 		w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
 	}
@@ -93,7 +93,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if queued {
 		s.mu.Lock()
 		e := s.find(h, r.Policy, r.Key)
-		m.giveUpLocked(e, w, r.Policy)
+		m.giveUpLocked(e, w)
 		e.unlock(false)
 		s.mu.Unlock()
 	}
@@ -106,14 +106,14 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 // give-up reached the lock late (the lock was busy), and the waiter behind
 // may have left at its own departure meanwhile, so moving the line would
 // let the next request leave together with it.
-func (m *MemoryStore) giveUpLocked(e *entry, w *waiter, p *Policy) {
-	t := p.interval
+func (m *MemoryStore) giveUpLocked(e *entry, w *waiter) {
+	t := e.pol.interval // a waiter not old was decided under its settings
 	now := m.clock().UnixNano()
-	if w.old || e.pol.Settings() != p.Settings() || e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
-		// The bucket was reset (a settings change), its schedule no longer
-		// holds this departure, the departure is past, or a departure
-		// behind it belongs to a request not in Wait: moving anything
-		// would bunch departures.
+	if w.old || e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
+		// The bucket was reset (or made afresh for new settings), its
+		// schedule no longer holds this departure, the departure is
+		// past, or a departure behind it belongs to a request not in
+		// Wait: moving anything would bunch departures.
 		e.dequeueLocked(w)
 		return
 	}

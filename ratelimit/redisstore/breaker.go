@@ -68,15 +68,12 @@ func (b *breaker) succeeded() {
 // flood of fresh keys, which any client can send, would move every
 // bucket of the gateway to the on_error fallback.
 func (b *breaker) failed(err error, force bool) {
-	if !force && isOOMReply(err) {
-		b.mu.Lock()
-		b.lastErr = err
-		b.mu.Unlock()
-		return
-	}
 	b.mu.Lock()
 	b.lastErr = err
 	b.mu.Unlock()
+	if !force && isOOMReply(err) {
+		return
+	}
 	b.healthy.Store(false)
 	if n := b.failures.Add(1); (n >= breakerFailures || force) && !b.open.Swap(true) {
 		select {

@@ -93,10 +93,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		trip = time.Since(began)
 		s.afterRoundTrip(now, trip, out)
 	}
-	if s.o.OnError == OnErrorLocal {
-		s.handover.redis.recordSchedules(s.prefix, now, trip, reqs, out)
-		s.handover.blocks.recordBlocks(s.prefix, now, trip, reqs, out)
-	}
+	s.noteForFallback(now, trip, reqs, out)
 	return nil
 }
 

@@ -523,7 +523,6 @@ local function put(i, d)
   for j = 1, 9 do out[b + j] = d[j] or 0 end
 end
 
-
 if mode == 'r' then
   -- Give back, for the limits flagged, the unit an admitted request took
   -- (count_status), against this server's time like every decision.

@@ -150,6 +150,16 @@ func (s *Store) handOver(now time.Time, reqs []ratelimit.Request) {
 	}
 }
 
+// noteForFallback notes, after Redis decided reqs, what the local
+// fallback would need to take over: where leaky_bucket schedules stand and
+// when blocks end.
+func (s *Store) noteForFallback(now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
+	if s.o.OnError == OnErrorLocal {
+		s.handover.redis.recordSchedules(s.prefix, now, trip, reqs, out)
+		s.handover.blocks.recordBlocks(s.prefix, now, trip, reqs, out)
+	}
+}
+
 // recordBlocks notes the end of each block Redis answered for reqs: a
 // rejection by a policy that blocks starts or meets one, whose end its
 // RetryAfter names, counted like recordSchedules' times.

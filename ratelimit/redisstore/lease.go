@@ -553,7 +553,7 @@ func (s *Store) spendTime(now time.Time) time.Time {
 
 // takeOne decides r with a call of its own for one unit, spent at once:
 // the table is full. A token_bucket's unit is held under a field of its
-// own, oneField, and each call reports all that field holds spent, so
+// own ("o:ID:1"), and each call reports all that field holds spent, so
 // the instance's holding from these calls is one unit at most (the last
 // one, until the next call or the lease's end) rather than one more per
 // admission, which would cap the refill lower and lower.
@@ -848,11 +848,8 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 		}
 		return s.degradedLeased(ctx, now, reqs, out, err)
 	}
-	if s.o.OnError == OnErrorLocal {
-		// As Decide does, for the route's limits that are not leased.
-		s.handover.redis.recordSchedules(s.prefix, now, 0, reqs, out)
-		s.handover.blocks.recordBlocks(s.prefix, now, 0, reqs, out)
-	}
+	// As Decide does, for the route's limits that are not leased.
+	s.noteForFallback(now, 0, reqs, out)
 	for _, r := range reqs {
 		// Decided on leases again, even from units held since before
 		// the outage.
