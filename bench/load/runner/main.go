@@ -8,9 +8,12 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -125,6 +128,13 @@ func main() {
 		}
 	}
 	targets = append(targets, sluiceTargets("sluice", filepath.Join(bindir, "sluice"))...)
+	// The floor under the 429 path: net/http answering with the bytes of
+	// one of sluice's own 429s, and doing nothing else.
+	answerFile := filepath.Join(dir, "answer-429.json")
+	record429(targets[len(targets)-1].url, answerFile)
+	floorAddr := benchnet.FreeAddr()
+	floor := startProc(filepath.Join(bindir, "upstream"), "upstream-429.log", "-addr", floorAddr, "-answer", answerFile)
+	targets = append(targets, target{name: floor429, url: "http://" + floorAddr + "/reject", pid: pids(floor), reject: true})
 	var labels []string
 	for _, o := range strings.Split(*others, ",") {
 		label, binary, ok := strings.Cut(o, "=")
@@ -149,7 +159,7 @@ func main() {
 		target{name: "nginx, limit_req never rejects", url: "http://" + nginxAddr + "/limited", pid: withChildren(nginx)},
 		target{name: "nginx, limit_req 429 every request", url: "http://" + nginxAddr + "/reject", pid: withChildren(nginx), reject: true},
 	)
-	for _, u := range []string{"http://" + upAddr + "/", "http://" + bareAddr + "/", "http://" + nginxAddr + "/limited"} {
+	for _, u := range []string{"http://" + upAddr + "/", "http://" + bareAddr + "/", "http://" + floorAddr + "/", "http://" + nginxAddr + "/limited"} {
 		benchnet.WaitUp(u)
 	}
 
@@ -254,8 +264,12 @@ func main() {
 		ratio("p99 / nginx's", s+", limit never rejects", "nginx, limit_req never rejects", p99, "target <= 2")
 		ratio("req/s of the 429 path / nginx's", s+", 429 every request", "nginx, limit_req 429 every request", rps, "target >= 0.5")
 		ratio("CPU per 429 / nginx's", s+", 429 every request", "nginx, limit_req 429 every request", cpu, "")
+		ratio("req/s of the 429 path / "+floor429, s+", 429 every request", floor429, rps, "")
 		ratio("req/s, no limit / bare Go proxy", s+", no limit", "bare Go proxy, limit never rejects", rps, "")
 	}
+	fmt.Printf("%s:\n", floor429)
+	ratio("req/s / nginx limit_req's 429 path", floor429, "nginx, limit_req 429 every request", rps, "")
+	ratio("CPU per 429 / nginx's", floor429, "nginx, limit_req 429 every request", cpu, "")
 	for _, label := range labels {
 		fmt.Printf("sluice / sluice %s:\n", label)
 		for _, kind := range []string{"no limit", "limit never rejects", "429 every request"} {
@@ -339,6 +353,39 @@ func median(ps [][3]time.Duration, k int) time.Duration {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
+}
+
+// floor429 names the target that answers with sluice's 429 from a bare
+// net/http handler.
+const floor429 = "net/http alone, sluice's 429 bytes"
+
+// record429 asks sluice at url until it answers 429 (its limit there
+// admits one request a minute) and writes that answer to path, as the
+// upstream's -answer reads it.
+func record429(url, path string) {
+	c := &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}
+	defer c.CloseIdleConnections()
+	for range 3 {
+		resp, err := c.Get(url)
+		if err != nil {
+			log.Fatalf("recording a 429: %v", err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			log.Fatalf("recording a 429: %v", err)
+		}
+		if resp.StatusCode != http.StatusTooManyRequests {
+			continue
+		}
+		b, err := json.Marshal(map[string]any{"status": resp.StatusCode, "header": resp.Header, "body": string(body)})
+		if err != nil {
+			log.Fatal(err)
+		}
+		writeFile(path, string(b))
+		return
+	}
+	log.Fatalf("recording a 429: %s never answered 429", url)
 }
 
 func writeFile(path, s string) {
