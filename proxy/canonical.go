@@ -37,7 +37,11 @@ var untrustedHeaders = []string{
 // It changes r in place and allocates only for a request that is not
 // canonical already.
 func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, err error) {
-	r.Method = routes.CanonicalMethod(r.Method)
+	m, err := routes.CanonicalMethod(r.Method)
+	if err != nil {
+		return netip.Addr{}, false, err
+	}
+	r.Method = m
 	if err := canonicalPath(r.URL); err != nil {
 		return netip.Addr{}, false, err
 	}

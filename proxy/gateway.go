@@ -212,6 +212,12 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	// that parse), so ReverseProxy's own cleaning changed nothing; setting
 	// it again makes sure the upstream gets the query the keys read.
 	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+	// Request trailers are not forwarded, as nginx forwards none: they
+	// arrive after the header fields were cleaned and matched, and an
+	// upstream that merges them into the header (Apache's MergeTrailers,
+	// Tomcat's allowedTrailerHeaders) would read an X-Forwarded-For or a
+	// method override that the client chose.
+	pr.Out.Trailer = nil
 	in, out := pr.In.Header, pr.Out.Header
 	if ex.trusted {
 		out[hXForwardedFor] = in[hXForwardedFor]

@@ -19,6 +19,7 @@ var (
 	ErrNotAbsolute = errors.New("path must start with /")
 	ErrHostPort    = errors.New("host has a port that is not a number")
 	ErrHostChar    = errors.New("host has a byte no host may hold")
+	ErrMethod      = errors.New("method is not a token")
 )
 
 // CanonicalPath returns the canonical form of an escaped request path:
@@ -132,8 +133,15 @@ func unhex(c byte) byte {
 }
 
 // CanonicalMethod returns the method upper-cased (ASCII), as it is matched
-// and forwarded: "post" is POST.
-func CanonicalMethod(m string) string { return upperASCII(m) }
+// and forwarded: "post" is POST. A method that is no RFC 9110 token is
+// ErrMethod: net/http answers such a request line 400 over HTTP/1, but
+// passes any HTTP/2 :method on, which no upstream could be sent.
+func CanonicalMethod(m string) (string, error) {
+	if !validToken(m) {
+		return "", ErrMethod
+	}
+	return upperASCII(m), nil
+}
 
 // CanonicalHost returns the request host as it is matched and keyed:
 // lower-cased (ASCII), without trailing dots, without the scheme's default

@@ -90,8 +90,15 @@ func TestCanonicalHost(t *testing.T) {
 func TestCanonicalMethod(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{"post": "POST", "Post": "POST", "GET": "GET", "m-search": "M-SEARCH"} {
-		if got := CanonicalMethod(in); got != want {
-			t.Errorf("CanonicalMethod(%q): got %q, want %q", in, got, want)
+		if got, err := CanonicalMethod(in); got != want || err != nil {
+			t.Errorf("CanonicalMethod(%q): got %q, %v; want %q", in, got, err, want)
+		}
+	}
+	// What net/http refuses in an HTTP/1 request line but passes on from
+	// an HTTP/2 :method.
+	for _, in := range []string{"", "G(T", "GET\t", "GET /admin HTTP/1.1", "GE\x00T", "G\u00c9T"} {
+		if got, err := CanonicalMethod(in); err != ErrMethod {
+			t.Errorf("CanonicalMethod(%q): got %q, %v; want ErrMethod", in, got, err)
 		}
 	}
 }
