@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // conns is the set of open connections of the gateway's listeners. An
@@ -97,9 +100,56 @@ type trackedConn struct {
 	net.Conn
 	set  *conns
 	once sync.Once
+
+	// first closes the connection unless a request reaches the handler
+	// first (see firstRequestBy); nil once one has.
+	first atomic.Pointer[time.Timer]
+}
+
+// connKey is the context key of a TLS connection's *trackedConn.
+type connKey struct{}
+
+// firstRequestBy bounds, for each TLS connection, the time from its
+// accept to its first request's header fields: the connection is closed
+// unless a request has reached the handler within timeout. net/http's
+// ReadHeaderTimeout does that for HTTP/1, but over HTTP/2 nothing bounds
+// a connection that sent its preface and nothing more, or a first header
+// block trickled in CONTINUATION frames, short of the idle timeout. It is
+// a ConnContext function; served takes the bound off.
+func firstRequestBy(timeout time.Duration) func(context.Context, net.Conn) context.Context {
+	return func(ctx context.Context, c net.Conn) context.Context {
+		tc := trackedOf(c)
+		if tc == nil || timeout <= 0 {
+			return ctx
+		}
+		tc.first.Store(time.AfterFunc(timeout, func() { tc.Close() }))
+		return context.WithValue(ctx, connKey{}, tc)
+	}
+}
+
+// served takes the first-request bound off the connection of the request
+// whose context is ctx, if it has one.
+func served(ctx context.Context) {
+	if tc, _ := ctx.Value(connKey{}).(*trackedConn); tc != nil {
+		if t := tc.first.Swap(nil); t != nil {
+			t.Stop()
+		}
+	}
+}
+
+// trackedOf is the tracked connection under a TLS connection, or nil.
+func trackedOf(c net.Conn) *trackedConn {
+	if t, ok := c.(*tls.Conn); ok {
+		tc, _ := t.NetConn().(*trackedConn)
+		return tc
+	}
+	return nil
 }
 
 func (tc *trackedConn) Close() error {
+	if t := tc.first.Swap(nil); t != nil {
+		t.Stop()
+	}
 	err := tc.Conn.Close()
 	tc.once.Do(func() { tc.set.remove(tc) })
 	return err

@@ -270,6 +270,9 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 		// opened and left silent is closed after it too.
 		srv.ReadHeaderTimeout = cfg.ClientHeaderTimeout
 		srv.IdleTimeout = cfg.KeepaliveTimeout
+		if tc != nil {
+			srv.ConnContext = firstRequestBy(cfg.ClientHeaderTimeout)
+		}
 	}
 	return srv
 }
@@ -309,6 +312,7 @@ func (s *Server) redirecting(next, redirect http.Handler) http.Handler {
 // cut off.
 func (s *Server) counting(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served(r.Context())
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		next.ServeHTTP(w, r)
