@@ -199,11 +199,8 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 		case srcRoute:
 			dst = append(dst, k.route...)
 		case srcMethod:
-			m := r.Method
-			if m == http.MethodHead {
-				m = http.MethodGet // a GET to most upstreams, and to routes
-			}
-			dst = append(dst, m...)
+			// HEAD is a GET to most upstreams, and to routes.
+			dst = append(dst, KeyMethod(r.Method)...)
 		case srcPath:
 			if r.URL != nil {
 				dst = appendPathKey(dst, r.URL, k.foldPath)
@@ -445,6 +442,28 @@ func appendPathKey(dst []byte, u *url.URL, fold bool) []byte {
 		dst = dst[:len(dst)-1]
 	}
 	return dst
+}
+
+// AppendPathKeyOf writes the path source's value for a request whose
+// decoded canonical path is path, as sluice's access log records it: what
+// the simulator replays.
+func AppendPathKeyOf(dst []byte, path string, fold bool) []byte {
+	return appendPathKey(dst, &url.URL{Path: path}, fold)
+}
+
+// AppendQueryKey writes the value of the query source name for the raw
+// query, as the gateway reads it (see appendQuery). It reports false when
+// the gateway answers 400 for a parameter given more than once.
+func AppendQueryKey(dst []byte, raw, name string) ([]byte, bool) {
+	return appendQuery(dst, raw, name)
+}
+
+// KeyMethod is the method source's value: HEAD is keyed GET.
+func KeyMethod(m string) string {
+	if m == http.MethodHead {
+		return http.MethodGet
+	}
+	return m
 }
 
 // MaxKeyLen bounds the bucket key kept per consumer. Longer keys (a huge

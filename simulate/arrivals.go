@@ -14,9 +14,15 @@ type Arrival struct {
 	Offset time.Duration
 }
 
+// MaxOffset bounds the offsets of -at and the -duration of a pattern: a
+// hundred years, far within the virtual clock's range (Unix nanoseconds
+// in an int64 end in 2262).
+const MaxOffset = 100 * 365 * 24 * time.Hour
+
 // ParseArrivals parses a traffic pattern written as comma-separated
 // COUNT@OFFSET parts, such as "100@58s,100@61s": COUNT is a whole number
-// from 1 to MaxRequests (in all) and OFFSET a non-negative Go duration.
+// from 1 to MaxRequests (in all) and OFFSET a Go duration from 0 to
+// MaxOffset.
 // Spaces around parts are ignored. The parts are returned in the order
 // given; Run sorts them by offset. An error names the first malformed part.
 func ParseArrivals(s string) ([]Arrival, error) {
@@ -43,8 +49,8 @@ func ParseArrivals(s string) ([]Arrival, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parsing arrival %q: offset: %w", part, err)
 		}
-		if d < 0 {
-			return nil, fmt.Errorf("parsing arrival %q: offset %s: must be >= 0", part, d)
+		if d < 0 || d > MaxOffset {
+			return nil, fmt.Errorf("parsing arrival %q: offset %s: must be from 0 to %s", part, d, MaxOffset)
 		}
 		if total += n; total > MaxRequests {
 			return nil, fmt.Errorf("parsing arrival %q: more than %d requests in all", part, MaxRequests)

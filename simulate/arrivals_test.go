@@ -48,7 +48,10 @@ func TestParseArrivalsErrors(t *testing.T) {
 		{"1.5@1s", `parsing arrival "1.5@1s": count "1.5": must be a whole number from 1 to 1000000`},
 		{"10@58", `parsing arrival "10@58": offset: time: missing unit in duration "58"`},
 		{"10@soon", `parsing arrival "10@soon": offset: time: invalid duration "soon"`},
-		{"10@-1s", `parsing arrival "10@-1s": offset -1s: must be >= 0`},
+		{"10@-1s", `parsing arrival "10@-1s": offset -1s: must be from 0 to 876000h0m0s`},
+		// Past the virtual clock's end in 2262 every algorithm would
+		// decide on an overflowed time.
+		{"1@2200000h", `parsing arrival "1@2200000h": offset 2200000h0m0s: must be from 0 to 876000h0m0s`},
 		{"1000001@0s", `parsing arrival "1000001@0s": count "1000001": must be a whole number from 1 to 1000000`},
 		{"1000000@0s,1@1s", `parsing arrival "1@1s": more than 1000000 requests in all`},
 	}

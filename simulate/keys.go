@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"net/textproto"
-	"net/url"
 	"strings"
 
 	"github.com/sluicehq/sluice/routes"
@@ -136,8 +135,11 @@ func (s keySource) readable(l *logged) bool {
 
 // appendKey appends the bucket's key values for l, joined by '|' in the
 // order of the key list, as the gateway writes them: the VALUE format of
-// GET /v1/limits and of the access log's keys.
-func appendKey(dst []byte, key []keySource, l *logged) []byte {
+// GET /v1/limits and of the access log's keys. fold tells whether the
+// route ignores the path's letter case. It reports false for a request
+// the gateway answers 400 before any limit: one that gives a query
+// source more than once, as the frameworks read its names.
+func appendKey(dst []byte, key []keySource, l *logged, fold bool) ([]byte, bool) {
 	start := len(dst)
 	for i, s := range key {
 		if i > 0 {
@@ -149,13 +151,16 @@ func appendKey(dst []byte, key []keySource, l *logged) []byte {
 		case srcRoute:
 			dst = append(dst, l.route...)
 		case srcMethod:
-			dst = append(dst, l.method...)
+			dst = append(dst, routes.KeyMethod(l.method)...)
 		case srcPath:
-			dst = append(dst, l.path...)
+			dst = routes.AppendPathKeyOf(dst, l.path, fold)
 		case srcGlobal:
 			dst = append(dst, "global"...)
 		case srcQuery:
-			dst = appendQuery(dst, l.rawQuery, s.name)
+			var ok bool
+			if dst, ok = routes.AppendQueryKey(dst, l.rawQuery, s.name); !ok {
+				return dst, false
+			}
 		case srcHeader:
 			switch {
 			case !l.hasAgent:
@@ -166,34 +171,7 @@ func appendKey(dst []byte, key []keySource, l *logged) []byte {
 			}
 		}
 	}
-	return routes.BoundKey(dst, start)
-}
-
-// appendQuery writes the first value of parameter name in raw, decoding it
-// when it is escaped, as the gateway's query source does.
-func appendQuery(dst []byte, raw, name string) []byte {
-	for raw != "" {
-		var kv string
-		kv, raw, _ = strings.Cut(raw, "&")
-		k, v, _ := strings.Cut(kv, "=")
-		if k != name {
-			if !strings.ContainsAny(k, "%+") {
-				continue
-			}
-			if uk, err := url.QueryUnescape(k); err != nil || uk != name {
-				continue
-			}
-		}
-		if strings.ContainsAny(v, "%+") {
-			uv, err := url.QueryUnescape(v)
-			if err != nil {
-				return dst
-			}
-			return append(dst, uv...)
-		}
-		return append(dst, v...)
-	}
-	return dst
+	return routes.BoundKey(dst, start), true
 }
 
 // Digest is a short stable name for a consumer key that does not show the

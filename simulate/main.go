@@ -30,6 +30,13 @@ type Policy struct {
 	// Slots maps each route that lists the policy to its place among the
 	// route's limits (see ReplayOptions.Slots).
 	Slots map[string]int
+	// CaseSensitive names the routes among Slots that set
+	// match.case_sensitive (see ReplayOptions.CaseSensitive).
+	CaseSensitive map[string]bool
+	// Unmodelled names what the policy sets that the simulator does not
+	// replay ("block", "count_status", "overrides"): it decides every
+	// request by the policy's own limit and says so on stderr.
+	Unmodelled []string
 }
 
 // maxBadShown bounds the bad lines described one by one; all of them are
@@ -178,7 +185,10 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 		if !set["max-wait"] {
 			p.MaxWait = from.MaxWait
 		}
-		ro.Key, ro.Slots = from.Key, from.Slots
+		ro.Key, ro.Slots, ro.CaseSensitive = from.Key, from.Slots, from.CaseSensitive
+		if len(from.Unmodelled) > 0 {
+			fmt.Fprintf(stderr, "sluice simulate: policy %q sets %s, which the simulator does not replay: every request is decided by the policy's own limit, as if none were set\n", *policy, strings.Join(from.Unmodelled, ", "))
+		}
 		if set["replay"] && !set["key"] && from.Key == nil {
 			return usage("-replay: no route lists policy %q, so its key is not known: give -key SOURCES", *policy)
 		}
@@ -295,6 +305,9 @@ func readReplay(path string, ro ReplayOptions, policy string, stderr io.Writer) 
 	if rep.OtherRoutes > 0 {
 		say("%s left out: their routes do not list policy %q", plural(rep.OtherRoutes, "request"), policy)
 	}
+	if rep.Refused > 0 {
+		say("%s left out: the gateway answers them 400 before any limit (a query key source given twice, or a method or path it refuses)", plural(rep.Refused, "request"))
+	}
 	for _, s := range rep.Unrecorded {
 		hint := ""
 		if rep.Format == FormatSluice {
@@ -303,8 +316,13 @@ func readReplay(path string, ro ReplayOptions, policy string, stderr io.Writer) 
 		say("the log does not record key source %s: it counted as empty on every request%s", s, hint)
 	}
 	if rep.Requests == 0 {
-		say("no request could be read")
-		return nil, 1
+		// SPEC §10: the status stays 0 unless no line could be read.
+		if rep.Lines-rep.Blank-len(rep.Bad) == 0 {
+			say("no line could be read")
+			return nil, 1
+		}
+		say("no request to replay")
+		return tr, 0
 	}
 	last := tr.Requests[len(tr.Requests)-1].At
 	say("%s, %s from %s, %s to %s", rep.Format, plural(rep.Requests, "request"), plural(len(tr.Keys), "consumer"),

@@ -284,7 +284,7 @@ func TestMainReplayNothing(t *testing.T) {
 	if code != 1 || out != "" {
 		t.Errorf("got exit %d, stdout %q; want 1 and none", code, out)
 	}
-	if want := path + ": no request could be read\n"; !strings.HasSuffix(errOut, want) {
+	if want := path + ": no line could be read\n"; !strings.HasSuffix(errOut, want) {
 		t.Errorf("got stderr %q, want it to end %q", errOut, want)
 	}
 	code, _, errOut = run(t, nil, "-replay", path+".missing", "-limit", "2", "-window", "1m")

@@ -41,8 +41,8 @@ func (pt Pattern) Traffic(window time.Duration) (*Traffic, error) {
 		return nil, fmt.Errorf("pattern %q: want steady, poisson or burst", pt.Shape)
 	case !(pt.Rate > 0) || math.IsInf(pt.Rate, 0):
 		return nil, fmt.Errorf("rate: must be > 0 requests per second")
-	case pt.Duration <= 0:
-		return nil, fmt.Errorf("duration: must be > 0")
+	case pt.Duration <= 0 || pt.Duration > MaxOffset:
+		return nil, fmt.Errorf("duration: must be > 0 and at most %s", MaxOffset)
 	case pt.Consumers <= 0:
 		return nil, fmt.Errorf("consumers: must be > 0")
 	}

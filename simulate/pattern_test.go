@@ -90,7 +90,8 @@ func TestPatternErrors(t *testing.T) {
 	}{
 		{Pattern{Shape: "wave", Rate: 1, Duration: time.Second, Consumers: 1}, `pattern "wave": want steady, poisson or burst`},
 		{Pattern{Shape: "steady", Rate: 0, Duration: time.Second, Consumers: 1}, "rate: must be > 0 requests per second"},
-		{Pattern{Shape: "steady", Rate: 1, Duration: 0, Consumers: 1}, "duration: must be > 0"},
+		{Pattern{Shape: "steady", Rate: 1, Duration: 0, Consumers: 1}, "duration: must be > 0 and at most 876000h0m0s"},
+		{Pattern{Shape: "steady", Rate: 1e-9, Duration: MaxOffset + time.Hour, Consumers: 1}, "duration: must be > 0 and at most 876000h0m0s"},
 		{Pattern{Shape: "steady", Rate: 1, Duration: time.Second, Consumers: 0}, "consumers: must be > 0"},
 		{Pattern{Shape: "poisson", Rate: 1000, Duration: time.Hour, Consumers: 100}, "360000000 requests on average: more than 20000000"},
 	} {

@@ -37,6 +37,11 @@ type ReplayOptions struct {
 	// when Slots is not empty; a line that carries its keys is keyed by
 	// them rather than by Key.
 	Slots map[string]int
+	// CaseSensitive names the routes that set match.case_sensitive: a
+	// path key folds letter case on every other route, as the gateway's
+	// does. A line that names no route (nginx's) folds it unless every
+	// route of Slots is case-sensitive.
+	CaseSensitive map[string]bool
 }
 
 // BadLine is a line ReadLog could not read, and why.
@@ -62,6 +67,9 @@ type LogReport struct {
 	NotRequests int
 	OtherRoutes int
 	Blank       int
+	// Refused counts the requests the gateway answers 400 before any
+	// limit: a query key source given twice, or a path it refuses.
+	Refused int
 	// LoggedKeys counts requests keyed by the keys the log carries.
 	LoggedKeys int
 	// Unrecorded lists the key sources the log does not record: they
@@ -101,6 +109,8 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 			rep.NotRequests++
 		case otherRouteLine:
 			rep.OtherRoutes++
+		case refusedLine:
+			rep.Refused++
 		case requestLine:
 			if len(arrivals) >= MaxTraffic {
 				return fmt.Errorf("line %d: more than %d requests", n, MaxTraffic)
@@ -200,6 +210,7 @@ const (
 	blankLine
 	notRequestLine
 	otherRouteLine
+	refusedLine
 )
 
 // outcome is what parsing one line gave.
@@ -214,16 +225,24 @@ type outcome struct {
 
 // lineParser parses lines and builds their keys; one per goroutine.
 type lineParser struct {
-	key        []keySource
-	o          ReplayOptions
-	sr         *sluiceReader
-	unrecorded []bool
-	l          line
-	keyBuf     []byte
+	key []keySource
+	o   ReplayOptions
+	// foldUnnamed: a path key folds letter case on lines that name no
+	// route (see ReplayOptions.CaseSensitive).
+	foldUnnamed bool
+	sr          *sluiceReader
+	unrecorded  []bool
+	l           line
+	keyBuf      []byte
 }
 
 func newLineParser(key []keySource, o ReplayOptions) *lineParser {
-	return &lineParser{key: key, o: o, sr: newSluiceReader(), unrecorded: make([]bool, len(key))}
+	lp := &lineParser{key: key, o: o, sr: newSluiceReader(), unrecorded: make([]bool, len(key))}
+	lp.foldUnnamed = len(o.Slots) == 0
+	for r := range o.Slots {
+		lp.foldUnnamed = lp.foldUnnamed || !o.CaseSensitive[r]
+	}
+	return lp
 }
 
 // parse reads one line in format ("" until it is known) and returns what
@@ -271,7 +290,19 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 		k = routes.BoundKey(append(k, l.keys[slot]...), 0)
 		out.logged = true
 	} else {
-		k = appendKey(k, lp.key, &l.logged)
+		if l.refused {
+			out.kind = refusedLine
+			return out, nil
+		}
+		fold := !lp.o.CaseSensitive[l.route]
+		if l.route == "" {
+			fold = lp.foldUnnamed
+		}
+		var ok bool
+		if k, ok = appendKey(k, lp.key, &l.logged, fold); !ok {
+			out.kind = refusedLine
+			return out, nil
+		}
 		for i, s := range lp.key {
 			if !s.readable(&l.logged) {
 				lp.unrecorded[i] = true
@@ -437,6 +468,7 @@ type line struct {
 	arrival    int64    // unix nanoseconds
 	keys       []string // sluice's logged keys, nil when absent
 	notRequest bool     // a sluice log line other than an access line
+	refused    bool     // a request the gateway answers 400 before any limit
 }
 
 // sluiceReader reads lines of sluice's JSON log, reusing its buffers from
@@ -919,9 +951,19 @@ func (l *line) readCombined(text []byte) error {
 	method, rest, _ := cutByte(request, ' ')
 	target, _, _ := cutByte(rest, ' ')
 	if target != "" {
-		l.method = method
 		l.path, l.rawQuery, _ = cutByte(target, '?')
-		l.path = unescapePath(l.path)
+		// The gateway's canonical request: method upper-cased, path with
+		// repeated slashes merged; a method or path it refuses is a 400
+		// no limit counts.
+		var err error
+		if l.method, err = routes.CanonicalMethod(method); err != nil {
+			l.refused = true
+		}
+		if p, err := routes.CanonicalPath(l.path); err != nil {
+			l.refused = true
+		} else {
+			l.path = unescapePath(p)
+		}
 	}
 	return nil
 }

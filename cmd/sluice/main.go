@@ -19,6 +19,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -201,9 +202,26 @@ func loadSimPolicy(file, name string) (simulate.Policy, error) {
 				sp.Slots = make(map[string]int)
 			}
 			sp.Slots[rt.Name] = i
+			if rt.CaseSensitive() {
+				if sp.CaseSensitive == nil {
+					sp.CaseSensitive = make(map[string]bool)
+				}
+				sp.CaseSensitive[rt.Name] = true
+			}
 			// Every route that lists a policy keys it alike.
 			sp.Key = strings.Split(l.Key.String(), "|")
+			if l.CountStatus != nil {
+				sp.Unmodelled = append(sp.Unmodelled, "count_status")
+			}
 		}
 	}
+	if cfg.Overrides[name] != nil {
+		sp.Unmodelled = append(sp.Unmodelled, "overrides")
+	}
+	if p.Block > 0 {
+		sp.Unmodelled = append(sp.Unmodelled, "block")
+	}
+	slices.Sort(sp.Unmodelled)
+	sp.Unmodelled = slices.Compact(sp.Unmodelled)
 	return sp, nil
 }
