@@ -34,8 +34,8 @@ type Policy struct {
 	// match.case_sensitive (see ReplayOptions.CaseSensitive).
 	CaseSensitive map[string]bool
 	// Unmodelled names what the policy sets that the simulator does not
-	// replay ("block", "count_status", "overrides"): it decides every
-	// request by the policy's own limit and says so on stderr.
+	// replay ("count_status", "overrides"): it decides every request by
+	// the policy's own limit and says so on stderr.
 	Unmodelled []string
 }
 
@@ -185,6 +185,7 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 		if !set["max-wait"] {
 			p.MaxWait = from.MaxWait
 		}
+		p.Block = from.Block
 		ro.Key, ro.Slots, ro.CaseSensitive = from.Key, from.Slots, from.CaseSensitive
 		if len(from.Unmodelled) > 0 {
 			fmt.Fprintf(stderr, "sluice simulate: policy %q sets %s, which the simulator does not replay: every request is decided by the policy's own limit, as if none were set\n", *policy, strings.Join(from.Unmodelled, ", "))

@@ -32,6 +32,9 @@ type Params struct {
 	Burst   int64         // token_bucket capacity; 0: Limit
 	Queue   int64         // leaky_bucket FIFO capacity; 0: reject overflow at once
 	MaxWait time.Duration // leaky_bucket longest wait; 0: Queue x interval
+	// Block is how long a consumer is refused once a request of it was
+	// rejected (a policy's block:); 0: none. Every algorithm takes it.
+	Block time.Duration
 }
 
 // Validate reports every setting of p that no algorithm accepts, one line
@@ -39,7 +42,7 @@ type Params struct {
 // burst as a token_bucket takes them, queue and max_wait as a leaky_bucket
 // does.
 func (p Params) Validate() error {
-	_, rate := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.TokenBucket, Limit: p.Limit, Window: p.Window, Burst: p.Burst})
+	_, rate := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.TokenBucket, Limit: p.Limit, Window: p.Window, Burst: p.Burst, Block: p.Block})
 	_, queue := ratelimit.NewPolicy(ratelimit.Policy{Name: "check", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: time.Microsecond, Queue: p.Queue, MaxWait: p.MaxWait})
 	return errors.Join(rate, queue)
 }
@@ -47,7 +50,7 @@ func (p Params) Validate() error {
 // policy compiles p for one algorithm, leaving out the settings the
 // algorithm does not take.
 func (p Params) policy(a ratelimit.Algorithm) (*ratelimit.Policy, error) {
-	pol := ratelimit.Policy{Name: a.String(), Algorithm: a, Limit: p.Limit, Window: p.Window}
+	pol := ratelimit.Policy{Name: a.String(), Algorithm: a, Limit: p.Limit, Window: p.Window, Block: p.Block}
 	switch a {
 	case ratelimit.TokenBucket:
 		pol.Burst = p.Burst

@@ -192,7 +192,7 @@ func loadSimPolicy(file, name string) (simulate.Policy, error) {
 	if !ok {
 		return simulate.Policy{}, fmt.Errorf("%s: no policy %q", file, name)
 	}
-	sp := simulate.Policy{Params: simulate.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst, Queue: p.Queue, MaxWait: p.MaxWait}}
+	sp := simulate.Policy{Params: simulate.Params{Limit: p.Limit, Window: p.Window, Burst: p.Burst, Queue: p.Queue, MaxWait: p.MaxWait, Block: p.Block}}
 	for _, rt := range cfg.Table.Routes {
 		for i, l := range rt.Limits {
 			if l.Policy.Name != name {
@@ -217,9 +217,6 @@ func loadSimPolicy(file, name string) (simulate.Policy, error) {
 	}
 	if cfg.Overrides[name] != nil {
 		sp.Unmodelled = append(sp.Unmodelled, "overrides")
-	}
-	if p.Block > 0 {
-		sp.Unmodelled = append(sp.Unmodelled, "block")
 	}
 	slices.Sort(sp.Unmodelled)
 	sp.Unmodelled = slices.Compact(sp.Unmodelled)

@@ -35,7 +35,7 @@ func simulatePolicy(t *testing.T, cfg, policy string, lines ...string) (string, 
 }
 
 // TestSimulateSaysWhatItDoesNotReplay: the simulator decides every request
-// by the policy's own limit; a policy whose overrides, block or
+// by the policy's own limit (and block); a policy whose overrides or
 // count_status would make the gateway decide otherwise is named on
 // stderr, never left out silently.
 func TestSimulateSaysWhatItDoesNotReplay(t *testing.T) {
@@ -62,7 +62,7 @@ routes:
     limits: [plain]
 `
 	_, errOut := simulatePolicy(t, cfg, "per-ip", accessLine(1, "api", "/x", "10.20.0.5"))
-	if want := `policy "per-ip" sets block, count_status, overrides, which the simulator does not replay`; !strings.Contains(errOut, want) {
+	if want := `policy "per-ip" sets count_status, overrides, which the simulator does not replay`; !strings.Contains(errOut, want) {
 		t.Errorf("stderr:\n%s\nwant it to say %q", errOut, want)
 	}
 	_, errOut = simulatePolicy(t, cfg, "plain", accessLine(1, "other", "/other", "10.20.0.5"))
@@ -93,5 +93,31 @@ routes:
 	// /exact/A and /exact/a are two buckets; /loose/A/ and /loose/a one.
 	if want := `{"algorithm":"fixed_window","accepted":3,"rejected":1,`; !strings.Contains(out, want) {
 		t.Errorf("got\n%s\nstderr:\n%s\nwant %s", out, errOut, want)
+	}
+}
+
+// TestSimulateReplaysBlock: a policy's block refuses a consumer from its
+// first rejection for the block's length, whatever its budget, in every
+// algorithm, as the gateway's store does.
+func TestSimulateReplaysBlock(t *testing.T) {
+	t.Parallel()
+	const cfg = `policies:
+  guard: {algorithm: fixed_window, limit: 1, window: 2s, block: 1h, key: [ip]}
+routes:
+  - name: api
+    upstream: http://127.0.0.1:9000
+    limits: [guard]
+`
+	// 1 admitted, 2 rejected (the block starts), then 4 to 8 all blocked:
+	// without the block, 3 (a new window) and 5 and 7 would be admitted.
+	var lines []string
+	for _, sec := range []int{1, 2, 3, 4, 5, 6, 7, 8} {
+		lines = append(lines, accessLine(sec, "api", "/x", "10.0.0.1"))
+	}
+	out, errOut := simulatePolicy(t, cfg, "guard", lines...)
+	for _, alg := range []string{"token_bucket", "leaky_bucket", "fixed_window", "sliding_window_log", "sliding_window_counter"} {
+		if want := `{"algorithm":"` + alg + `","accepted":1,"rejected":7,`; !strings.Contains(out, want) {
+			t.Errorf("got\n%s\nstderr:\n%s\nwant %s", out, errOut, want)
+		}
 	}
 }
