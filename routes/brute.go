@@ -164,6 +164,9 @@ func (o *Overrides) Match(key []byte, client netip.Addr) *Override {
 	return o.list[best]
 }
 
+// List returns the overrides in the policy's order.
+func (o *Overrides) List() []*Override { return o.list }
+
 // ByKey returns the first override that lists key among its keys, or nil:
 // the bucket /v1/limits reads for that key.
 func (o *Overrides) ByKey(key string) *Override {

@@ -16,6 +16,9 @@ import (
 type Request struct {
 	At       time.Duration
 	Consumer int32 // index into Traffic.Keys
+	// Override is 0 for a request the policy's own settings decide, k for
+	// one that Traffic.Overrides[k-1] matched.
+	Override uint16
 }
 
 // Traffic is what a simulation replays: requests in order of arrival, the
@@ -32,6 +35,18 @@ type Traffic struct {
 	// Clock says the origin is a real instant (a replayed log), so times
 	// read best as clock times rather than offsets.
 	Clock bool
+	// Overrides are the policy's overrides that requests name (see
+	// Request.Override), in the policy's order.
+	Overrides []Override
+}
+
+// Override is one entry of a policy's overrides, as the simulator takes
+// it: an exempt consumer is neither limited nor charged; any other is
+// decided with Params, in buckets of the override's own, as the gateway
+// keeps them.
+type Override struct {
+	Exempt bool
+	Params Params
 }
 
 // Sort puts the requests in order of arrival, keeping the order of
@@ -121,23 +136,40 @@ func Simulate(p Params, tr *Traffic, o Options) ([]Result, error) {
 		algs = ratelimit.Algorithms
 	}
 	policies := make([]*ratelimit.Policy, len(algs))
+	// variants[i][k] decides algorithm i's requests of override k (0: the
+	// policy's own settings; nil: exempt).
+	variants := make([][]*ratelimit.Policy, len(algs))
 	for i, a := range algs {
 		pol, err := p.policy(a)
 		if err != nil {
 			return nil, err
 		}
 		policies[i] = pol
+		variants[i] = []*ratelimit.Policy{pol}
+		for k, ov := range tr.Overrides {
+			var op *ratelimit.Policy
+			if !ov.Exempt {
+				if op, err = ov.Params.policy(a); err != nil {
+					return nil, fmt.Errorf("override %d: %w", k+1, err)
+				}
+				op.Name = fmt.Sprintf("%s#override%d", op.Name, k+1)
+			}
+			variants[i] = append(variants[i], op)
+		}
 	}
 	nc := len(tr.Keys)
 	for _, r := range tr.Requests {
 		if r.Consumer < 0 || int(r.Consumer) >= nc {
 			return nil, fmt.Errorf("request at %s: consumer %d of %d", r.At, r.Consumer, nc)
 		}
+		if int(r.Override) > len(tr.Overrides) {
+			return nil, fmt.Errorf("request at %s: override %d of %d", r.At, r.Override, len(tr.Overrides))
+		}
 	}
 	lanes := make([]*lane, len(policies))
 	counter, exact := -1, -1
 	for i, pol := range policies {
-		l := &lane{res: Result{Algorithm: pol.Algorithm.String()}, pol: pol, peak: window{span: int64(p.Window)}}
+		l := &lane{res: Result{Algorithm: pol.Algorithm.String()}, pols: variants[i], peak: window{span: int64(p.Window)}}
 		if o.Departures {
 			l.res.Departures = make([]time.Duration, 0, min(len(tr.Requests), 1024))
 		}
@@ -204,7 +236,7 @@ func Simulate(p Params, tr *Traffic, o Options) ([]Result, error) {
 // lane is one algorithm's run over the traffic.
 type lane struct {
 	res      Result
-	pol      *ratelimit.Policy
+	pols     []*ratelimit.Policy // by Request.Override; nil: exempt
 	peak     window
 	pending  heap // leaky_bucket departures still ahead
 	rejected []int32
@@ -240,9 +272,15 @@ func (l *lane) run(tr *Traffic, tl *Timeline, departures bool, maxKeys int) erro
 		for len(l.pending) > 0 && l.pending[0] <= at {
 			leave(l.pending.pop(), true)
 		}
-		reqs[0] = ratelimit.Request{Policy: l.pol, Key: tr.Keys[rq.Consumer]}
-		if err := store.Decide(ctx, tr.Origin.Add(rq.At), reqs[:], out[:]); err != nil {
-			return fmt.Errorf("deciding %s at %s: %w", l.res.Algorithm, rq.At, err)
+		pol := l.pols[rq.Override]
+		if pol == nil {
+			// Exempt: through at once, charging nothing.
+			out[0] = ratelimit.Decision{Allowed: true}
+		} else {
+			reqs[0] = ratelimit.Request{Policy: pol, Key: tr.Keys[rq.Consumer]}
+			if err := store.Decide(ctx, tr.Origin.Add(rq.At), reqs[:], out[:]); err != nil {
+				return fmt.Errorf("deciding %s at %s: %w", l.res.Algorithm, rq.At, err)
+			}
 		}
 		d := &out[0]
 		if !d.Allowed {

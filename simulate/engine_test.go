@@ -20,8 +20,8 @@ func TestSimulateConsumers(t *testing.T) {
 	s := time.Second
 	// a sends 5 at once, b 3 at once, c 1; the limit is 2 per minute.
 	tr := traffic([]string{"a", "b", "c"},
-		Request{0, 0}, Request{0, 0}, Request{0, 0}, Request{0, 0}, Request{0, 0},
-		Request{s, 1}, Request{s, 1}, Request{s, 1}, Request{2 * s, 2})
+		Request{At: 0, Consumer: 0}, Request{At: 0, Consumer: 0}, Request{At: 0, Consumer: 0}, Request{At: 0, Consumer: 0}, Request{At: 0, Consumer: 0},
+		Request{At: s, Consumer: 1}, Request{At: s, Consumer: 1}, Request{At: s, Consumer: 1}, Request{At: 2 * s, Consumer: 2})
 	rs, err := Simulate(Params{Limit: 2, Window: time.Minute}, tr, Options{Consumers: true, Departures: true})
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +49,10 @@ func TestSimulatePeakAcrossConsumers(t *testing.T) {
 	// 300ms; b's 4, arriving at 150ms, at 150, 250, 350, 450ms.
 	var reqs []Request
 	for range 4 {
-		reqs = append(reqs, Request{0, 0})
+		reqs = append(reqs, Request{At: 0, Consumer: 0})
 	}
 	for range 4 {
-		reqs = append(reqs, Request{150 * ms, 1})
+		reqs = append(reqs, Request{At: 150 * ms, Consumer: 1})
 	}
 	p := Params{Limit: 1, Window: 100 * ms, Queue: 10}
 	rs, err := Simulate(p, traffic([]string{"a", "b"}, reqs...), Options{Departures: true, Algorithms: []ratelimit.Algorithm{ratelimit.LeakyBucket}})
@@ -75,7 +75,7 @@ func TestSimulatePeakAcrossConsumers(t *testing.T) {
 
 func TestSimulateBadConsumer(t *testing.T) {
 	t.Parallel()
-	_, err := Simulate(Params{Limit: 1, Window: time.Second}, &Traffic{Keys: []string{"a"}, Requests: []Request{{0, 1}}}, Options{})
+	_, err := Simulate(Params{Limit: 1, Window: time.Second}, &Traffic{Keys: []string{"a"}, Requests: []Request{{At: 0, Consumer: 1}}}, Options{})
 	if err == nil || err.Error() != "request at 0s: consumer 1 of 1" {
 		t.Errorf("got error %v, want request at 0s: consumer 1 of 1", err)
 	}

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,9 +36,13 @@ type Policy struct {
 	// match.case_sensitive (see ReplayOptions.CaseSensitive).
 	CaseSensitive map[string]bool
 	// Unmodelled names what the policy sets that the simulator does not
-	// replay ("count_status", "overrides"): it decides every request by
-	// the policy's own limit and says so on stderr.
+	// replay ("count_status"): it decides every request as if it were not
+	// set and says so on stderr.
 	Unmodelled []string
+	// Overrides and Override are the policy's overrides and the one a
+	// request matches (see ReplayOptions).
+	Overrides []Override
+	Override  func(key []byte, client netip.Addr) int
 }
 
 // maxBadShown bounds the bad lines described one by one; all of them are
@@ -187,8 +193,15 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 		}
 		p.Block = from.Block
 		ro.Key, ro.Slots, ro.CaseSensitive = from.Key, from.Slots, from.CaseSensitive
-		if len(from.Unmodelled) > 0 {
-			fmt.Fprintf(stderr, "sluice simulate: policy %q sets %s, which the simulator does not replay: every request is decided by the policy's own limit, as if none were set\n", *policy, strings.Join(from.Unmodelled, ", "))
+		ro.Overrides, ro.Override = from.Overrides, from.Override
+		unmodelled := from.Unmodelled
+		if set["key"] && from.Override != nil {
+			// Overrides match the policy's own key values, not -key's.
+			ro.Overrides, ro.Override = nil, nil
+			unmodelled = append(slices.Clone(unmodelled), "overrides (with -key)")
+		}
+		if len(unmodelled) > 0 {
+			fmt.Fprintf(stderr, "sluice simulate: policy %q sets %s, which the simulator does not replay: every request is decided as if it were not set\n", *policy, strings.Join(unmodelled, ", "))
 		}
 		if set["replay"] && !set["key"] && from.Key == nil {
 			return usage("-replay: no route lists policy %q, so its key is not known: give -key SOURCES", *policy)

@@ -13,7 +13,7 @@ func TestPatternSteady(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := time.Millisecond
-	want := []Request{{0, 0}, {250 * ms, 1}, {500 * ms, 0}, {750 * ms, 1}, {1000 * ms, 0}, {1250 * ms, 1}, {1500 * ms, 0}, {1750 * ms, 1}}
+	want := []Request{{At: 0, Consumer: 0}, {At: 250 * ms, Consumer: 1}, {At: 500 * ms, Consumer: 0}, {At: 750 * ms, Consumer: 1}, {At: 1000 * ms, Consumer: 0}, {At: 1250 * ms, Consumer: 1}, {At: 1500 * ms, Consumer: 0}, {At: 1750 * ms, Consumer: 1}}
 	if !slices.Equal(tr.Requests, want) {
 		t.Errorf("got %v, want %v", tr.Requests, want)
 	}

@@ -42,6 +42,11 @@ type ReplayOptions struct {
 	// does. A line that names no route (nginx's) folds it unless every
 	// route of Slots is case-sensitive.
 	CaseSensitive map[string]bool
+	// Overrides are the policy's overrides, and Override the one a
+	// request with key values key from client matches: 0 for none, k for
+	// Overrides[k-1] (see Request.Override). Override may be nil.
+	Overrides []Override
+	Override  func(key []byte, client netip.Addr) int
 }
 
 // BadLine is a line ReadLog could not read, and why.
@@ -94,7 +99,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 		return nil, nil, err
 	}
 	rep := &LogReport{}
-	tr := &Traffic{Clock: true}
+	tr := &Traffic{Clock: true, Overrides: o.Overrides}
 	ids := make(map[string]int32)
 	var arrivals []int64 // unix nanoseconds, one per request
 	unrecorded := make([]bool, len(key))
@@ -126,7 +131,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 				tr.Keys = append(tr.Keys, s)
 			}
 			arrivals = append(arrivals, out.arrival)
-			tr.Requests = append(tr.Requests, Request{Consumer: id})
+			tr.Requests = append(tr.Requests, Request{Consumer: id, Override: out.override})
 		}
 		return nil
 	}
@@ -215,12 +220,13 @@ const (
 
 // outcome is what parsing one line gave.
 type outcome struct {
-	kind    uint8
-	logged  bool   // keyed by the keys the log carries
-	format  string // the format it read as
-	reason  string // why a bad line is bad
-	arrival int64
-	key     span // in the chunk's keys
+	kind     uint8
+	override uint16 // see Request.Override
+	logged   bool   // keyed by the keys the log carries
+	format   string // the format it read as
+	reason   string // why a bad line is bad
+	arrival  int64
+	key      span // in the chunk's keys
 }
 
 // lineParser parses lines and builds their keys; one per goroutine.
@@ -308,6 +314,11 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 				lp.unrecorded[i] = true
 			}
 		}
+	}
+	if lp.o.Override != nil {
+		// The gateway matches the key before it is bounded; keys that
+		// overrides list are short enough to be the same.
+		out.override = uint16(lp.o.Override(k, l.client))
 	}
 	return out, k
 }

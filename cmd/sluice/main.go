@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/signal"
 	"runtime"
@@ -215,8 +216,17 @@ func loadSimPolicy(file, name string) (simulate.Policy, error) {
 			}
 		}
 	}
-	if cfg.Overrides[name] != nil {
-		sp.Unmodelled = append(sp.Unmodelled, "overrides")
+	if ov := cfg.Overrides[name]; ov != nil {
+		index := map[*routes.Override]int{}
+		for i, o := range ov.List() {
+			index[o] = i + 1
+			so := simulate.Override{Exempt: o.Exempt}
+			if op := o.Policy; !o.Exempt {
+				so.Params = simulate.Params{Limit: op.Limit, Window: op.Window, Burst: op.Burst, Queue: op.Queue, MaxWait: op.MaxWait, Block: op.Block}
+			}
+			sp.Overrides = append(sp.Overrides, so)
+		}
+		sp.Override = func(key []byte, client netip.Addr) int { return index[ov.Match(key, client)] }
 	}
 	slices.Sort(sp.Unmodelled)
 	sp.Unmodelled = slices.Compact(sp.Unmodelled)

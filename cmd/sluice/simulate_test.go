@@ -16,6 +16,8 @@ func accessLine(sec int, route, path, client string) string {
 
 // simulatePolicy runs `sluice simulate -config -policy -replay` on cfg
 // and the log lines, and returns stdout and stderr.
+// An argument that starts with "-" is a flag with its value following,
+// not a line.
 func simulatePolicy(t *testing.T, cfg, policy string, lines ...string) (string, string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -24,20 +26,29 @@ func simulatePolicy(t *testing.T, cfg, policy string, lines ...string) (string, 
 	if err := os.WriteFile(cp, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(lp, []byte(strings.Join(lines, "")), 0o600); err != nil {
+	args := []string{"simulate", "-config", cp, "-policy", policy, "-replay", lp, "-format", "json"}
+	var log []string
+	for i := 0; i < len(lines); i++ {
+		if strings.HasPrefix(lines[i], "-") {
+			args = append(args, lines[i], lines[i+1])
+			i++
+			continue
+		}
+		log = append(log, lines[i])
+	}
+	if err := os.WriteFile(lp, []byte(strings.Join(log, "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"simulate", "-config", cp, "-policy", policy, "-replay", lp, "-format", "json"}, &out, &errOut); code != 0 {
+	if code := run(args, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	return out.String(), errOut.String()
 }
 
-// TestSimulateSaysWhatItDoesNotReplay: the simulator decides every request
-// by the policy's own limit (and block); a policy whose overrides or
-// count_status would make the gateway decide otherwise is named on
-// stderr, never left out silently.
+// TestSimulateSaysWhatItDoesNotReplay: a policy's count_status, which the
+// simulator does not replay, is named on stderr, never left out silently;
+// so are its overrides under -key, whose key values they cannot match.
 func TestSimulateSaysWhatItDoesNotReplay(t *testing.T) {
 	t.Parallel()
 	const cfg = `policies:
@@ -62,8 +73,12 @@ routes:
     limits: [plain]
 `
 	_, errOut := simulatePolicy(t, cfg, "per-ip", accessLine(1, "api", "/x", "10.20.0.5"))
-	if want := `policy "per-ip" sets count_status, overrides, which the simulator does not replay`; !strings.Contains(errOut, want) {
+	if want := `policy "per-ip" sets count_status, which the simulator does not replay`; !strings.Contains(errOut, want) {
 		t.Errorf("stderr:\n%s\nwant it to say %q", errOut, want)
+	}
+	_, errOut = simulatePolicy(t, cfg, "per-ip", accessLine(1, "api", "/x", "10.20.0.5"), "-key", "ip,path")
+	if want := `policy "per-ip" sets count_status, overrides (with -key), which the simulator does not replay`; !strings.Contains(errOut, want) {
+		t.Errorf("with -key: stderr:\n%s\nwant it to say %q", errOut, want)
 	}
 	_, errOut = simulatePolicy(t, cfg, "plain", accessLine(1, "other", "/other", "10.20.0.5"))
 	if strings.Contains(errOut, "does not replay") {
@@ -119,5 +134,41 @@ routes:
 		if want := `{"algorithm":"` + alg + `","accepted":1,"rejected":7,`; !strings.Contains(out, want) {
 			t.Errorf("got\n%s\nstderr:\n%s\nwant %s", out, errOut, want)
 		}
+	}
+}
+
+// TestSimulateReplaysOverrides: an exempt client is neither limited nor
+// charged, and a key with an override of its own is decided by it in a
+// bucket of its own, as the gateway decides them.
+func TestSimulateReplaysOverrides(t *testing.T) {
+	t.Parallel()
+	const cfg = `policies:
+  per-ip:
+    algorithm: fixed_window
+    limit: 1
+    window: 1m
+    key: [ip]
+    overrides:
+      - clients: [10.20.0.0/16]
+        exempt: true
+      - keys: ["10.30.0.1"]
+        limit: 2
+routes:
+  - name: api
+    upstream: http://127.0.0.1:9000
+    limits: [per-ip]
+`
+	var lines []string
+	for i, ip := range []string{"10.20.0.5", "10.20.0.5", "10.20.0.5", "10.30.0.1", "10.30.0.1", "10.30.0.1", "10.40.0.1", "10.40.0.1"} {
+		lines = append(lines, accessLine(i+1, "api", "/x", ip))
+	}
+	out, errOut := simulatePolicy(t, cfg, "per-ip", lines...)
+	// Exempt: 3 through. The override's limit 2: 2 of 3. The policy's own
+	// limit 1: 1 of 2.
+	if want := `{"algorithm":"fixed_window","accepted":6,"rejected":2,`; !strings.Contains(out, want) {
+		t.Errorf("got\n%s\nstderr:\n%s\nwant %s", out, errOut, want)
+	}
+	if strings.Contains(errOut, "does not replay") {
+		t.Errorf("stderr:\n%s", errOut)
 	}
 }
