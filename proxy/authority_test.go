@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -88,62 +87,11 @@ func h2Send(t *testing.T, addr string, fields [][2]string) int {
 // stream, with no content-length field unless fields has one.
 func h2SendBody(t *testing.T, addr string, fields [][2]string, body string) int {
 	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
+	a := h2Do(t, addr, h2Stream{fields: fields, body: body})
+	if a.wasRST {
+		t.Fatalf("%q: stream reset: %v", fields, a.reset)
 	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
-		t.Fatalf("negotiated %q, want h2", p)
-	}
-	if _, err := c.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(c, c)
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range fields {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndStream: body == "", EndHeaders: true}); err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		if err := fr.WriteData(1, true, []byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dec := hpack.NewDecoder(4096, nil)
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			t.Fatalf("%q: no answer: %v", fields, err)
-		}
-		switch f := f.(type) {
-		case *http2.SettingsFrame:
-			if !f.IsAck() {
-				fr.WriteSettingsAck()
-			}
-		case *http2.RSTStreamFrame:
-			t.Fatalf("%q: stream reset: %v", fields, f.ErrCode)
-		case *http2.HeadersFrame:
-			fields, err := dec.DecodeFull(f.HeaderBlockFragment())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, hf := range fields {
-				if hf.Name == ":status" {
-					n, _ := strconv.Atoi(hf.Value)
-					return n
-				}
-			}
-			t.Fatalf("%q: an answer without :status", fields)
-		}
-	}
+	return a.status
 }
 
 // TestHTTP2FieldValuesTrimmed: net/http's HTTP/2 server keeps the spaces
