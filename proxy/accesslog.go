@@ -47,13 +47,17 @@ func (g *Gateway) logAccess(r *http.Request, ex *exchange, l accessLine) {
 	b = strconv.AppendInt(b, int64(l.status), 10)
 	b = append(b, `,"duration_ms":`...)
 	b = appendMillis(b, l.duration)
-	b = append(b, `,"client_ip":"`...)
-	if ex.client.IsValid() {
-		b = ex.client.AppendTo(b) // an address needs no escaping
-	} else {
-		b = append(b, "invalid IP"...) // as netip.Addr.String says it
+	b = append(b, `,"client_ip":`...)
+	switch {
+	case ex.client.IsValid() && ex.client.Zone() == "":
+		b = append(b, '"')
+		b = ex.client.AppendTo(b) // an address without a zone needs no escaping
+		b = append(b, '"')
+	default:
+		// A zone may hold any bytes; sluice resolves no client with
+		// one, but the line stays JSON whatever it is given.
+		b = appendLogString(b, ex.client.String()) // "invalid IP" as netip says it
 	}
-	b = append(b, '"')
 	if ex.upstream != "" {
 		b = append(b, `,"upstream":`...)
 		b = appendLogString(b, ex.upstream)

@@ -29,6 +29,9 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 		{"everything", exchange{id: odd, client: netip.MustParseAddr("192.0.2.1"), upstream: "u:1", waited: 1500 * time.Millisecond, upstreamErr: errors.New(odd), bodyErr: errors.New("body " + odd), keys: []string{}},
 			accessLine{at: at.Add(-123 * time.Millisecond), route: odd, status: 502, duration: 3 * time.Second}, "/" + odd},
 		{"zero", exchange{}, accessLine{at: time.Unix(0, 0).UTC(), status: 499}, "/"},
+		// netip takes any bytes as a zone; the line stays JSON.
+		{"zoned client", exchange{id: "z", client: netip.MustParseAddr(`fe80::1%x","route":"forged`)},
+			accessLine{at: at, route: "api", status: 200}, "/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

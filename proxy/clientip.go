@@ -28,13 +28,15 @@ func (t Trust) Contains(a netip.Addr) bool {
 	return false
 }
 
-// peerAddr is the address of the connection's other end.
+// peerAddr is the address of the connection's other end, without the
+// zone of a link-local IPv6 peer (the interface it came in on), which no
+// key, range or forwarded field has a use for.
 func peerAddr(r *http.Request) netip.Addr {
 	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		return ap.Addr().Unmap()
+		return ap.Addr().Unmap().WithZone("")
 	}
 	if a, err := netip.ParseAddr(r.RemoteAddr); err == nil {
-		return a.Unmap()
+		return a.Unmap().WithZone("")
 	}
 	return netip.Addr{}
 }
@@ -52,8 +54,8 @@ func (t Trust) ClientAddr(r *http.Request) (client netip.Addr, trusted bool) {
 	xff := r.Header["X-Forwarded-For"]
 	if len(xff) == 0 {
 		if real := strings.TrimSpace(r.Header.Get("X-Real-Ip")); real != "" {
-			if a, err := netip.ParseAddr(real); err == nil {
-				return a.Unmap(), true
+			if a, ok := parseHop(real); ok {
+				return a, true
 			}
 		}
 		return peer, true
@@ -92,19 +94,25 @@ func (t Trust) ClientAddr(r *http.Request) (client netip.Addr, trusted bool) {
 }
 
 // parseHop reads one X-Forwarded-For element: an address, optionally with a
-// port, IPv6 optionally in brackets.
+// port, IPv6 optionally in brackets. An IPv6 zone ("fe80::1%eth0") makes
+// it no address: a zone names an interface of the host that wrote it, no
+// client has one across a proxy, and netip takes any bytes as a zone, so
+// one would carry the client's own text into the access log, X-Real-IP
+// and keys.
 func parseHop(s string) (netip.Addr, bool) {
 	s = strings.TrimSpace(s)
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap(), true
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap(), true
-	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
-			return a.Unmap(), true
+	var a netip.Addr
+	if v, err := netip.ParseAddr(s); err == nil {
+		a = v
+	} else if ap, err := netip.ParseAddrPort(s); err == nil {
+		a = ap.Addr()
+	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		if v, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
+			a = v
 		}
 	}
-	return netip.Addr{}, false
+	if !a.IsValid() || a.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
 }

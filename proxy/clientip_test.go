@@ -30,6 +30,12 @@ func TestClientAddr(t *testing.T) {
 		{"hop with port", "10.0.0.1:4000", []string{"198.51.100.1:5555"}, "", "198.51.100.1", true},
 		{"ipv6 hop in brackets", "[::1]:4000", []string{"[2001:db8::1]"}, "", "2001:db8::1", true},
 		{"ipv4-mapped peer", "[::ffff:10.0.0.1]:4000", []string{"198.51.100.1"}, "", "198.51.100.1", true},
+		// netip takes any bytes after "%" as a zone: no client address
+		// has one across a proxy, and its text would reach the log.
+		{"zoned hop stops the walk", "10.0.0.1:4000", []string{`fe80::1%x"}{"forged":"`}, "", "10.0.0.1", true},
+		{"zoned hop in brackets", "10.0.0.1:4000", []string{"198.51.100.1, [fe80::1%eth0]:80"}, "", "10.0.0.1", true},
+		{"zoned real ip ignored", "10.0.0.1:4000", nil, `fe80::1%x","route":"forged`, "10.0.0.1", true},
+		{"link-local peer without its zone", "[fe80::1%eth0]:4000", nil, "", "fe80::1", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
