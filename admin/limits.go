@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -35,10 +38,9 @@ type Limits struct {
 // only peeked at: asking never consumes budget.
 func limits(src Source) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		name := q.Get("policy")
-		if name == "" {
-			problem.Error(w, http.StatusBadRequest, "missing query parameter policy: use /v1/limits?policy=NAME&key=VALUE")
+		name, key, err := limitsQuery(r)
+		if err != nil {
+			problem.Error(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		store := src.Store()
@@ -51,7 +53,6 @@ func limits(src Source) http.HandlerFunc {
 			problem.Error(w, http.StatusNotFound, "unknown policy "+strconv.Quote(name))
 			return
 		}
-		key := q.Get("key")
 		pol := p
 		if o := src.Override(name, key); o != nil {
 			pol = o
@@ -89,4 +90,25 @@ func ceilSeconds(d time.Duration) int64 {
 		return 0
 	}
 	return int64((d + time.Second - 1) / time.Second)
+}
+
+// limitsQuery reads /v1/limits's policy and key. A query that does not
+// parse (an unescaped ";", a "%" that starts no escape) or that gives
+// either parameter twice is an error, never read as the parameters that
+// did parse: url.Query would drop key=a;b and leave the empty key, whose
+// bucket is the one shared by every client that sent none.
+func limitsQuery(r *http.Request) (policy, key string, err error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return "", "", fmt.Errorf("query does not parse (%v): escape ; as %%3B and %% as %%25 in a key", err)
+	}
+	for _, p := range []string{"policy", "key"} {
+		if len(q[p]) > 1 {
+			return "", "", fmt.Errorf("query parameter %s given %d times: give it once", p, len(q[p]))
+		}
+	}
+	if policy = q.Get("policy"); policy == "" {
+		return "", "", errors.New("missing query parameter policy: use /v1/limits?policy=NAME&key=VALUE")
+	}
+	return policy, q.Get("key"), nil
 }

@@ -33,10 +33,9 @@ func resetLimits(src Source) http.HandlerFunc {
 			problem.Error(w, http.StatusUnauthorized, "missing or wrong admin token: send Authorization: Bearer TOKEN")
 			return
 		}
-		q := r.URL.Query()
-		name := q.Get("policy")
-		if name == "" {
-			problem.Error(w, http.StatusBadRequest, "missing query parameter policy: use /v1/limits?policy=NAME&key=VALUE")
+		name, key, err := limitsQuery(r)
+		if err != nil {
+			problem.Error(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		p := src.Policy(name)
@@ -44,7 +43,6 @@ func resetLimits(src Source) http.HandlerFunc {
 			problem.Error(w, http.StatusNotFound, "unknown policy "+strconv.Quote(name))
 			return
 		}
-		key := q.Get("key")
 		if o := src.Override(name, key); o != nil {
 			p = o
 		}
