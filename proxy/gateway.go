@@ -60,7 +60,7 @@ type Gateway struct {
 }
 
 // UnmatchedRoute is the route label of requests that matched no route.
-const UnmatchedRoute = "(unmatched)"
+const UnmatchedRoute = routes.UnmatchedRoute
 
 // snapshot is one loaded configuration compiled for serving.
 type snapshot struct {

@@ -107,7 +107,8 @@ testdata/bad_missing_fields.yaml:8:23: routes[0].limits[1].key: must list at lea
 testdata/bad_missing_upstream.yaml:5:16: routes[1].upstreams: must list at least one upstream`},
 	{"bad_names.yaml", `testdata/bad_names.yaml:2:3: policies.a#b: invalid name "a#b": use letters, digits and punctuation other than # | " \
 testdata/bad_names.yaml:3:3: policies.c|d: invalid name "c|d": use letters, digits and punctuation other than # | " \
-testdata/bad_names.yaml:5:11: routes[0].name: invalid name "my route": use letters, digits and punctuation other than # | " \`},
+testdata/bad_names.yaml:5:11: routes[0].name: invalid name "my route": use letters, digits and punctuation other than # | " \
+testdata/bad_names.yaml:7:11: routes[1].name: "(unmatched)" is the route label of requests no route matched: choose another name`},
 	{"bad_max_keys.yaml", `testdata/bad_max_keys.yaml:2:80: policies.per-ip.max_keys: must be > 0
 testdata/bad_max_keys.yaml:3:98: policies.per-phone.max_keys: must be a whole number, not "many"
 testdata/bad_max_keys.yaml:9:78: routes[0].limits[1].max_keys: must be > 0`},

@@ -57,6 +57,10 @@ func (t *Table) Match(r *http.Request) *Route {
 	return nil
 }
 
+// UnmatchedRoute is the route label, in metrics and the access log, of
+// requests that matched no route; no route may take it as its name.
+const UnmatchedRoute = "(unmatched)"
+
 // Route is one compiled route. It is immutable and safe for concurrent use.
 type Route struct {
 	// Name identifies the route in metrics, logs and inline policy names.
@@ -227,6 +231,8 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 		}
 	} else if err := checkName(name.v); err != nil {
 		d.errorf(name.n, field(path, "name"), "%v", err)
+	} else if name.v == UnmatchedRoute {
+		d.errorf(name.n, field(path, "name"), "%q is the route label of requests no route matched: choose another name", name.v)
 	} else {
 		rt.Name = name.v
 	}
