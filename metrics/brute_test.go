@@ -34,6 +34,7 @@ func TestRefundsBlockedExempt(t *testing.T) {
 func TestKeysFoldOverrides(t *testing.T) {
 	t.Parallel()
 	m := New()
+	m.Route("r", []Limit{{Policy: "api", Algorithm: "fixed_window"}, {Policy: "orders#2", Algorithm: "fixed_window"}})
 	m.SetKeys(func() map[string]int64 {
 		return map[string]int64{"api": 3, "api#override1": 2, "api#override2": 1, "orders#2": 4, "orders#2#override1": 1}
 	})

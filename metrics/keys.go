@@ -12,6 +12,10 @@ import (
 type keysCollector struct {
 	desc *prometheus.Desc
 	src  atomic.Pointer[func() map[string]int64]
+	// serving reports whether a policy is one of the configuration now
+	// serving: the store keeps a removed policy's buckets until they go
+	// idle, but its series goes with the reload, as its others do.
+	serving func(policy string) bool
 }
 
 // SetKeys installs the source of sluice_ratelimit_keys{policy}: f returns
@@ -43,6 +47,9 @@ func (c *keysCollector) Collect(ch chan<- prometheus.Metric) {
 		byPolicy[policyOf(name)] += n
 	}
 	for policy, n := range byPolicy {
+		if c.serving != nil && !c.serving(policy) {
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), policy)
 	}
 }

@@ -28,11 +28,14 @@ func newLeaseMetrics() leaseMetrics {
 
 // LeaseRequest counts one Redis round trip of leased policy with its
 // result: granted, exhausted, returned or error. It is called per round
-// trip, not per request, so the label lookup is affordable.
+// trip, not per request, so the label lookup is affordable. An override's
+// leases ("NAME#overrideN") count under NAME, as the configuration names
+// the policy, and every lease method takes names the same way.
 func (m *Metrics) LeaseRequest(policy, result string) {
 	if m == nil {
 		return
 	}
+	policy = policyOf(policy)
 	m.track(policy)
 	m.lease.requests.WithLabelValues(policy, result).Inc()
 }
@@ -42,6 +45,7 @@ func (m *Metrics) LeaseFallback(policy string, on bool) {
 	if m == nil {
 		return
 	}
+	policy = policyOf(policy)
 	m.track(policy)
 	v := 0.0
 	if on {
@@ -56,6 +60,7 @@ func (m *Metrics) LeaseDeclare(policy string) {
 	if m == nil {
 		return
 	}
+	policy = policyOf(policy)
 	m.track(policy)
 	m.lease.fallback.WithLabelValues(policy)
 }

@@ -107,6 +107,12 @@ func New() *Metrics {
 		routes:   make(map[string]struct{}),
 		policies: make(map[string]struct{}),
 	}
+	m.keys.serving = func(policy string) bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		_, ok := m.policies[policy]
+		return ok
+	}
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_config_reloads_total",
 		Help: "Configuration reloads, by result (success, error).",
@@ -159,6 +165,9 @@ func (m *Metrics) Forget(routes, policies []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, r := range routes {
+		if c := m.codes[r]; c != nil {
+			c.retired.Store(true)
+		}
 		l := prometheus.Labels{"route": r}
 		m.requests.DeletePartialMatch(l)
 		m.duration.DeletePartialMatch(l)

@@ -248,6 +248,7 @@ func TestKeys(t *testing.T) {
 	if _, ok := families(t, m)["sluice_ratelimit_keys"]; ok {
 		t.Errorf("sluice_ratelimit_keys: got a family before SetKeys, want none")
 	}
+	m.Route("r", []Limit{{Policy: "a", Algorithm: "fixed_window"}, {Policy: "b", Algorithm: "fixed_window"}})
 	m.SetKeys(func() map[string]int64 { return map[string]int64{"a": 3, "b": 1} })
 	wantValue(t, m, "sluice_ratelimit_keys", "policy=a", 3)
 	wantValue(t, m, "sluice_ratelimit_keys", "policy=b", 1)
@@ -256,6 +257,14 @@ func TestKeys(t *testing.T) {
 	if _, ok := value(t, m, "sluice_ratelimit_keys", "policy=a"); ok {
 		t.Errorf("policy=a: still exported after the source was replaced")
 	}
+	// A reload that removes a policy drops its series, though the store
+	// keeps its buckets until they go idle.
+	m.SetKeys(func() map[string]int64 { return map[string]int64{"a": 3, "b": 7} })
+	m.Retain([]string{"r"}, []string{"b"})
+	if _, ok := value(t, m, "sluice_ratelimit_keys", "policy=a"); ok {
+		t.Errorf("policy=a: still exported after a reload removed it")
+	}
+	wantValue(t, m, "sluice_ratelimit_keys", "policy=b", 7)
 	m.SetKeys(nil)
 	if _, ok := families(t, m)["sluice_ratelimit_keys"]; ok {
 		t.Errorf("sluice_ratelimit_keys: got a family after SetKeys(nil), want none")
@@ -394,5 +403,52 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.SetKeys(nil)
 	if r != nil || q != nil {
 		t.Errorf("got handles %v %v from a nil Metrics, want nil", r, q)
+	}
+}
+
+// TestRetiredRouteMakesNoSeries: a request in flight across the reload
+// that removed its route finishes on the old handles; a status code or a
+// result they had not counted yet makes no series, which no later reload
+// would remove.
+func TestRetiredRouteMakesNoSeries(t *testing.T) {
+	t.Parallel()
+	m := New()
+	r := m.Route("old", []Limit{{Policy: "p", Algorithm: "fixed_window"}})
+	r.Request(200, time.Millisecond)
+	m.Retain(nil, nil)
+	r.Request(418, time.Millisecond)
+	r.Request(200, time.Millisecond)
+	r.Request(999, time.Millisecond)
+	r.Decision(0, Exempt)
+	m.Retain(nil, nil)
+	for name, mf := range families(t, m) {
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "route" && l.GetValue() == "old" {
+					t.Errorf("%s%v: exported after its route was removed", name, s.GetLabel())
+				}
+			}
+		}
+	}
+}
+
+// TestLeaseSeriesFoldOverrides: an override's leases count under the
+// policy the configuration names, as its buckets do.
+func TestLeaseSeriesFoldOverrides(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.LeaseDeclare("api#override1")
+	m.LeaseRequest("api#override1", "granted")
+	m.LeaseFallback("api#override1", true)
+	wantValue(t, m, "sluice_ratelimit_lease_requests_total", "policy=api,result=granted", 1)
+	wantValue(t, m, "sluice_ratelimit_lease_fallback", "policy=api", 1)
+	for name, mf := range families(t, m) {
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if strings.Contains(l.GetValue(), "#override") {
+					t.Errorf("%s%v: an override's internal name as a label", name, s.GetLabel())
+				}
+			}
+		}
 	}
 }

@@ -67,6 +67,10 @@ const (
 // that name, so a reload starts warm.
 type codeCounters struct {
 	c [maxCode - minCode + 1]atomic.Pointer[counter]
+	// retired is set when a reload removed the route: handles that
+	// requests still in flight hold then make no series, which no later
+	// reload would remove.
+	retired atomic.Bool
 }
 
 // counter boxes a Counter so it fits an atomic.Pointer.
@@ -155,12 +159,17 @@ func (r *Route) Request(code int, d time.Duration) {
 	}
 	r.duration.Observe(d.Seconds())
 	if code < minCode || code > maxCode {
-		r.vec.WithLabelValues(r.name, strconv.Itoa(code)).Inc()
+		if !r.codes.retired.Load() {
+			r.vec.WithLabelValues(r.name, strconv.Itoa(code)).Inc()
+		}
 		return
 	}
 	slot := &r.codes.c[code-minCode]
 	c := slot.Load()
 	if c == nil {
+		if r.codes.retired.Load() {
+			return
+		}
 		c = &counter{r.vec.WithLabelValues(r.name, strconv.Itoa(code))}
 		if !slot.CompareAndSwap(nil, c) {
 			c = slot.Load()
@@ -180,6 +189,9 @@ func (r *Route) Decision(limit int, res Result) {
 	}
 	c := r.decisions[limit][res].Load()
 	if c == nil {
+		if r.codes.retired.Load() {
+			return
+		}
 		c = r.decisionCounter(limit, res)
 	}
 	c.Inc()
