@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/problem"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -184,10 +186,46 @@ func (g *Gateway) compileRoute(r *routes.Route) *route {
 
 // dropRequestID removes the upstream's X-Request-Id: the response writer
 // already has the one sent upstream, which an upstream that echoes it
-// would otherwise repeat (ReverseProxy adds, it does not replace).
+// would otherwise repeat (ReverseProxy adds, it does not replace). It
+// refuses the answers checkAnswer refuses.
 func dropRequestID(resp *http.Response) error {
+	if err := checkAnswer(resp); err != nil {
+		return err
+	}
 	delete(resp.Header, hRequestID)
 	return nil
+}
+
+// checkAnswer refuses an answer that cannot be passed on: a status below
+// 100 (http.ReadResponse reads "099"; net/http's server panics on it), or
+// a 101 that switches to a protocol the request did not ask for. An error
+// here makes ReverseProxy close the answer's body, which lets the
+// upstream's connection go (its own answer to the second, a 502, would
+// leave the switched connection open), and answer 502 through the
+// route's error handler.
+func checkAnswer(resp *http.Response) error {
+	if resp.StatusCode < 100 || resp.StatusCode > 999 {
+		return fmt.Errorf("%w: status %d", errBadAnswer, resp.StatusCode)
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols && resp.Request != nil {
+		asked, got := upgradeType(resp.Request.Header), upgradeType(resp.Header)
+		if asked == "" || !strings.EqualFold(asked, got) {
+			return fmt.Errorf("%w: switched protocols to %q when %q was asked for", errBadAnswer, got, asked)
+		}
+	}
+	return nil
+}
+
+// errBadAnswer is an upstream answer checkAnswer refused.
+var errBadAnswer = errors.New("upstream answer cannot be passed on")
+
+// upgradeType is the protocol h asks to switch to, as ReverseProxy reads
+// it: Upgrade, when Connection names it.
+func upgradeType(h http.Header) string {
+	if !httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		return ""
+	}
+	return h.Get("Upgrade")
 }
 
 // dropLimitHeaders removes an upstream's own rate-limit fields so the

@@ -89,6 +89,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex := &exchange{Context: r.Context()}
 	ex.rec.ResponseWriter = w
 	rec := &ex.rec
+	rec.http10 = !r.ProtoAtLeast(1, 1)
 	if s != nil {
 		rec.bound(w, r, s.cfg.SendTimeout)
 		rec.idle = s.cfg.WebSocketIdleTimeout
@@ -469,6 +470,10 @@ type recorder struct {
 	dl     writeDeadliner
 	h2     bool
 	sendBy time.Time
+	// http10: the client speaks HTTP/1.0, to which no informational
+	// answer may go (RFC 9110 §15.2): it would read a 103 as the final
+	// answer and the real one as its body.
+	http10 bool
 	// idle is websocket_idle_timeout, 0 for none; endTunnel cancels the
 	// forwarded request, which ends the upstream's side of an upgraded
 	// connection.
@@ -539,6 +544,9 @@ func (w *recorder) sent() {
 var gatewayHeaders = append([]string{hRequestID}, limitHeaders...)
 
 func (w *recorder) WriteHeader(code int) {
+	if code < 200 && code != http.StatusSwitchingProtocols && w.http10 {
+		return
+	}
 	w.extend()
 	if !w.wrote {
 		if code >= 200 || code == http.StatusSwitchingProtocols {
