@@ -59,6 +59,23 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	return client, true, nil
 }
 
+// reresolve is the client address and trust of r, already canonical
+// under another configuration that trusted the peer or not (wasTrusted),
+// under t. A peer t no longer trusts loses the forwarding fields the
+// other kept for it; one t trusts now had them removed already, so it is
+// its own client.
+func (t Trust) reresolve(r *http.Request, wasTrusted bool) (netip.Addr, bool) {
+	peer := peerAddr(r)
+	if !peer.IsValid() || !t.Contains(peer) {
+		if wasTrusted {
+			cleanHeaders(r.Header, false)
+		}
+		return peer, false
+	}
+	client, _ := t.ClientAddr(r)
+	return client, true
+}
+
 // canonicalPath rewrites u's path to its canonical form.
 func canonicalPath(u *url.URL) error {
 	if u.Opaque != "" {

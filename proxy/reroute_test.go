@@ -129,3 +129,60 @@ routes:
 		t.Fatalf("request after the reload: got %d, want 400", code)
 	}
 }
+
+// TestRerouteResolvesClientWithNewTrust: a reload that stops trusting the
+// peer also decides the client of a request whose keys' body part was
+// arriving then: its X-Forwarded-For, which only the old configuration
+// believed, neither picks its ip bucket nor reaches the upstream.
+func TestRerouteResolvesClientWithNewTrust(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var xff []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		xff = append(xff, r.Header.Get("X-Forwarded-For"))
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	const before = `
+trusted_proxies: [127.0.0.0/8]
+routes:
+  - name: keyed
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [ip, json:id]}
+`
+	const after = `
+routes:
+  - name: keyed
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [ip, json:id]}
+`
+	srv, g := newTestGateway(t, before, up.URL)
+	addr := srv.Listener.Addr().String()
+	body := `{"id":1}`
+	head := func(from string) string {
+		return fmt.Sprintf("POST /k HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", from, len(body))
+	}
+	// The client's one request of the hour, as the peer it is now.
+	reload(t, g, after, up.URL)
+	if code, _ := rawRequest(t, addr, head("198.51.100.1"), []string{body}, 0, false); code != http.StatusOK {
+		t.Fatalf("first request: got %d, want 200", code)
+	}
+	reload(t, g, before, up.URL)
+	// A second one began while the peer was trusted, naming another
+	// address; the reload that stops trusting it comes mid-body.
+	code := straddle(t, addr, head("198.51.100.2"), body[:3], body[3:], func() { reload(t, g, after, up.URL) })
+	if code != http.StatusTooManyRequests {
+		t.Errorf("re-routed request from an untrusted peer naming another address: got %d, want 429 (the peer's bucket is spent)", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range xff {
+		if v != "127.0.0.1" {
+			t.Errorf("upstream got X-Forwarded-For %q from a peer no longer trusted, want 127.0.0.1", v)
+		}
+	}
+}

@@ -206,9 +206,11 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			// the old settings, and the next new request afresh again;
 			// a client holding a few slow bodies over a reload that
 			// tightens a limit would get a fresh budget at every turn.
-			// Its client address and the settings that bound the
-			// connection stay those of the configuration it began with.
+			// Its client address is resolved again under the new
+			// trusted_proxies; the settings that bound the connection
+			// stay those of the configuration it began with.
 			if cur := g.current.Load(); cur != s {
+				ex.client, ex.trusted = cur.trust.reresolve(r, ex.trusted)
 				rt2, ok := routeOf(cur, w, r, ex)
 				if s, rt = cur, rt2; !ok {
 					return s, rt, false
