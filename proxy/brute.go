@@ -153,6 +153,13 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 				give = append(give, i)
 			}
 		}
+		if code == http.StatusSwitchingProtocols {
+			// A 101 is the whole answer of a handshake; the exchange
+			// ends only with the tunnel, hours later maybe: the
+			// counted units are kept now, or their token_bucket hold
+			// would last the tunnel's life.
+			defer g.keepHeld(s, rt, r, ex)
+		}
 		if len(give) == 0 {
 			return
 		}

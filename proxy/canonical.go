@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/sluicehq/sluice/routes"
 )
 
@@ -50,6 +52,12 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	}
 	peer := peerAddr(r)
 	trusted = peer.IsValid() && t.Contains(peer)
+	if !r.ProtoAtLeast(1, 1) {
+		// RFC 9110 §7.8: a server must ignore Upgrade in an HTTP/1.0
+		// request; forwarded, it would open a tunnel that a 1.0 proxy
+		// in front does not expect.
+		delete(r.Header, "Upgrade")
+	}
 	cleanHeaders(r.Header, trusted)
 	r.URL.RawQuery = cleanQuery(r.URL.RawQuery)
 	if !trusted {
@@ -145,8 +153,13 @@ func cleanHeaders(h http.Header, trusted bool) {
 	// it, as many requests as the client sends. Any other upgrade is
 	// ignored, as RFC 9110 lets a server do, and the request goes on as
 	// HTTP/1.1; HTTP2-Settings means nothing without one.
+	// Upgrade stays only where ReverseProxy forwards it, on a handshake
+	// whose Connection names it: elsewhere the upstream never gets it, and
+	// a route matching "Upgrade: websocket" would take a plain request
+	// past the limits of the route the upstream serves it as.
 	if up := h["Upgrade"]; up != nil {
-		if len(up) != 1 || !strings.EqualFold(up[0], "websocket") { // trimmed above
+		if len(up) != 1 || !strings.EqualFold(up[0], "websocket") || // trimmed above
+			!httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
 			delete(h, "Upgrade")
 		}
 		delete(h, "Http2-Settings")

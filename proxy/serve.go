@@ -637,6 +637,14 @@ func (w *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	// The connection is a tunnel now: no deadline of an earlier answer may
 	// cut it, and websocket_idle_timeout bounds its quiet.
 	c.SetDeadline(time.Time{})
+	if n := brw.Reader.Buffered(); n > 0 {
+		// Bytes the client sent before the 101 (with its request, or
+		// while it waited) are in the server's read buffer, and
+		// ReverseProxy copies from the connection alone: they go first.
+		early, _ := brw.Reader.Peek(n)
+		c = &earlyConn{Conn: c, early: append([]byte(nil), early...)}
+		brw.Reader.Discard(n)
+	}
 	if w.idle > 0 {
 		return newIdleConn(c, w.idle, w.endTunnel), brw, nil
 	}

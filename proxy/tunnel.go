@@ -62,12 +62,34 @@ func (c *idleConn) Close() error {
 // upstream has said all it will: the client may still send. Without it
 // the wrapper would hide the connection's own CloseWrite, and ReverseProxy
 // would end the whole tunnel instead.
-func (c *idleConn) CloseWrite() error {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+func (c *idleConn) CloseWrite() error { return closeWrite(c.Conn) }
+
+// closeWrite half-closes c, or closes it when it cannot be half-closed.
+func closeWrite(c net.Conn) error {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
-	return c.Conn.Close()
+	return c.Close()
 }
+
+// earlyConn is a hijacked connection whose first bytes, early, were read
+// from the client before the hijack.
+type earlyConn struct {
+	net.Conn
+	early []byte
+}
+
+func (c *earlyConn) Read(p []byte) (int, error) {
+	if len(c.early) > 0 {
+		n := copy(p, c.early)
+		c.early = c.early[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// CloseWrite keeps the connection's own, as idleConn's does.
+func (c *earlyConn) CloseWrite() error { return closeWrite(c.Conn) }
 
 // touch notes that a byte crossed: the tunnel is idle at idle from now.
 func (c *idleConn) touch() { c.by.Store(time.Now().Add(c.idle).UnixNano()) }

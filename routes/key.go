@@ -85,6 +85,9 @@ func parseSourceKind(s string) (source, error) {
 		if c == "Host" {
 			return source{kind: srcHost}, nil
 		}
+		if err := HopByHop(c); err != nil {
+			return source{}, fmt.Errorf("key source %q: %v", s, err)
+		}
 		return source{kind: srcHeader, name: c}, nil
 	case "query":
 		if name == "" {
@@ -111,6 +114,27 @@ func parseSourceKind(s string) (source, error) {
 
 func unknownSource(s string) error {
 	return fmt.Errorf("unknown key source %q (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)", s)
+}
+
+// hopByHop are the fields a proxy removes before forwarding (those of
+// httputil.ReverseProxy, Upgrade but for a WebSocket handshake aside), in
+// canonical form: no upstream ever gets them.
+var hopByHop = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true,
+	"Proxy-Authenticate": true, "Proxy-Authorization": true, "Te": true,
+	"Trailer": true, "Transfer-Encoding": true,
+}
+
+// HopByHop refuses a header field, named in canonical form, that routes
+// and keys may not read because the upstream never gets it: a route
+// matching on it, or a limit keyed on it, would tell requests apart that
+// the upstream serves alike. Upgrade is allowed: sluice keeps it only on
+// a WebSocket handshake, which the upstream gets with it.
+func HopByHop(name string) error {
+	if hopByHop[name] {
+		return fmt.Errorf("%s is a hop-by-hop field: the upstream never gets it", name)
+	}
+	return nil
 }
 
 // validToken reports whether s is an RFC 9110 token, the syntax of header

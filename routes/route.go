@@ -412,6 +412,9 @@ func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
 		case name == "Host":
 			d.errorf(e.key, p, "match the host with match.host")
 			continue
+		case HopByHop(name) != nil:
+			d.errorf(e.key, p, "%v, so no route may match on it", HopByHop(name))
+			continue
 		case seen[name]:
 			d.errorf(e.key, p, "header %s is listed twice", name)
 			continue

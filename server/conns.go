@@ -146,6 +146,16 @@ func trackedOf(c net.Conn) *trackedConn {
 	return nil
 }
 
+// CloseWrite half-closes the connection: a WebSocket tunnel passes on the
+// upstream's half-close this way, and the client may still send. A
+// wrapper without it would make the tunnel close the whole connection.
+func (tc *trackedConn) CloseWrite() error {
+	if cw, ok := tc.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return tc.Close()
+}
+
 func (tc *trackedConn) Close() error {
 	if t := tc.first.Swap(nil); t != nil {
 		t.Stop()
