@@ -38,7 +38,15 @@ func RedirectHTTPS(httpsPort string) http.Handler {
 		} else if strings.Contains(host, ":") {
 			authority = "[" + host + "]" // IPv6 literal
 		}
-		http.Redirect(w, r, "https://"+authority+r.URL.RequestURI(), http.StatusPermanentRedirect)
+		// The target must be a path: Go reads "http:@evil.example/x" as
+		// an opaque one, and "*" is a target too; either, written after
+		// the authority, would make another host of it.
+		target := r.URL.RequestURI()
+		if r.URL.Opaque != "" || !strings.HasPrefix(target, "/") {
+			problem.Write(w, problem.Details{Status: http.StatusBadRequest, Detail: "the request target is not a path"})
+			return
+		}
+		http.Redirect(w, r, "https://"+authority+target, http.StatusPermanentRedirect)
 	})
 }
 

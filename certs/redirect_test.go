@@ -3,6 +3,7 @@ package certs
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -53,5 +54,26 @@ func TestRedirectHTTPS(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRedirectTargetIsAPath: Go reads a request target such as
+// "http:@evil.example/x" as an opaque URL, and takes "*" for any method;
+// written after the authority, either would make the Location another
+// host ("https://api.example.test:8443@evil.example/x"). They get 400.
+func TestRedirectTargetIsAPath(t *testing.T) {
+	t.Parallel()
+	for _, target := range []string{"http:@evil.example/x", "http:.evil.example/x", "*"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			t.Fatalf("%q: %v", target, err)
+		}
+		r.URL, r.RequestURI, r.Host = u, target, "api.example.test"
+		w := httptest.NewRecorder()
+		RedirectHTTPS("8443").ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest || w.Header().Get("Location") != "" {
+			t.Errorf("GET %s: got %d, Location %q; want 400 and none", target, w.Code, w.Header().Get("Location"))
+		}
 	}
 }
