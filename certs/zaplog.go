@@ -63,8 +63,20 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 
 func (c *slogCore) Sync() error { return nil }
 
+// clientMessages are certmagic errors any client can cause at will, which
+// go to debug as failed handshakes do: a handshake offering only
+// acme-tls/1 with a name no challenge is under way for ("tls-alpn
+// challenge") would otherwise write an error line, with a name the client
+// chose, per connection. A real validation that fails shows as a failed
+// issuance, which is logged from certmagic's events.
+var clientMessages = map[string]bool{
+	"tls-alpn challenge": true,
+}
+
 func slogLevel(l zapcore.Level, msg string) slog.Level {
 	switch {
+	case clientMessages[msg]:
+		return slog.LevelDebug
 	case l <= zapcore.DebugLevel:
 		return slog.LevelDebug
 	case l == zapcore.InfoLevel:

@@ -41,6 +41,11 @@ func TestZapLoggerWritesToSlog(t *testing.T) {
 		{"life-cycle info kept", slog.LevelInfo,
 			func(l *zap.Logger) { l.Info("new ACME account registered", zap.String("status", "valid")) },
 			"INFO", "new ACME account registered", map[string]any{"status": "valid"}},
+		{"an error any client causes goes to debug", slog.LevelInfo,
+			func(l *zap.Logger) {
+				l.Error("tls-alpn challenge", zap.String("server_name", "attacker-chosen.test"), zap.Error(errors.New("no active ACME challenge")))
+			},
+			"", "", nil},
 		{"with fields carried", slog.LevelInfo,
 			func(l *zap.Logger) { l.With(zap.String("ca", "https://ca.test/dir")).Error("job failed") },
 			"ERROR", "job failed", map[string]any{"ca": "https://ca.test/dir"}},
