@@ -25,6 +25,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3"
@@ -136,6 +137,7 @@ func New(cfg Config, logger *slog.Logger) (*Manager, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
+	m.warnExpired(static, cfg.Certificates)
 	m.static.Store(static)
 	m.conf.Store(m.buildConfig(cfg.MinVersion))
 	return m, nil
@@ -399,9 +401,23 @@ func (m *Manager) Reload(cfg Config) error {
 	if !sameACME(m.acme, cfg.ACME) {
 		m.logger.Warn("acme settings changed; they take effect at restart")
 	}
+	m.warnExpired(static, cfg.Certificates)
 	m.static.Store(static)
 	m.conf.Store(m.buildConfig(cfg.MinVersion))
 	return nil
+}
+
+// warnExpired logs each static certificate that is not valid now: every
+// client would refuse it, and nothing else would say why. It is served
+// all the same, as nginx serves one, since refusing the file would leave
+// a first start with nothing to serve.
+func (m *Manager) warnExpired(s *staticSet, pairs []Pair) {
+	now := time.Now()
+	for i, c := range s.certs {
+		if why := Expired(*c, now); why != "" {
+			m.logger.Warn("certificate is not valid now: clients will refuse it", "cert_file", pairs[i].CertFile, "why", why)
+		}
+	}
 }
 
 func sameACME(a, b *ACME) bool {

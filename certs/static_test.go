@@ -1,9 +1,17 @@
 package certs
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"io"
+	"log/slog"
+	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -199,6 +207,12 @@ func TestLoadPairErrorsNameFile(t *testing.T) {
 	garbage := filepath.Join(dir, "garbage.pem")
 	writeFile(t, garbage, []byte("hello"))
 	missing := filepath.Join(dir, "missing.pem")
+	// A chain with another certificate before the leaf: the key is right,
+	// the order is not.
+	chain := filepath.Join(dir, "wrong-order.pem")
+	otherPEM, _ := os.ReadFile(other.CertFile)
+	goodPEM, _ := os.ReadFile(good.CertFile)
+	writeFile(t, chain, append(otherPEM, goodPEM...))
 
 	tests := []struct {
 		name       string
@@ -213,6 +227,7 @@ func TestLoadPairErrorsNameFile(t *testing.T) {
 		{"key not PEM", Pair{good.CertFile, garbage}, "loading key " + garbage + ": ", nil},
 		{"certificate given as key", Pair{good.CertFile, good.CertFile}, "loading key " + good.CertFile + ": ", nil},
 		{"key of another certificate", Pair{good.CertFile, other.KeyFile}, "loading key " + other.KeyFile + " for certificate " + good.CertFile + ": ", nil},
+		{"leaf not first", Pair{chain, good.KeyFile}, "loading certificate " + chain + ": the key belongs to certificate 2 of the chain: the leaf must come first", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -411,5 +426,58 @@ func TestNextProtos(t *testing.T) {
 				t.Errorf("NextProtos: got %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestExpiredCertificateIsLogged: a certificate that is not valid now is
+// served (as nginx serves one) but logged at warn, at start and at every
+// reload: every client refuses it, and nothing else would say why.
+func TestExpiredCertificateIsLogged(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := writePair(t, dir, "a.example.test")
+	cert, err := LoadPair(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{t0.Add(time.Hour), ""},
+		{t0.Add(-time.Hour), "not valid before 2026-01-01T00:00:00Z"},
+		{cert.Leaf.NotAfter.Add(time.Second), "expired " + cert.Leaf.NotAfter.UTC().Format(time.RFC3339)},
+	} {
+		if got := Expired(cert, tc.at); got != tc.want {
+			t.Errorf("Expired at %s: got %q, want %q", tc.at, got, tc.want)
+		}
+	}
+
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "old.example.test"}, DNSNames: []string{"old.example.test"},
+		NotBefore: time.Date(2019, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	old := Pair{CertFile: filepath.Join(dir, "old.pem"), KeyFile: filepath.Join(dir, "old-key.pem")}
+	writeFile(t, old.CertFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	writeFile(t, old.KeyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+
+	logger, logs := newTestLogger(slog.LevelInfo)
+	m, err := New(Config{Certificates: []Pair{good}}, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	if strings.Contains(logs.String(), "not valid now") {
+		t.Errorf("a valid certificate was logged: %s", logs)
+	}
+	if err := m.Reload(Config{Certificates: []Pair{good, old}}); err != nil {
+		t.Fatalf("Reload: %v", err)
+	}
+	if out := logs.String(); !strings.Contains(out, `"level":"WARN"`) || !strings.Contains(out, old.CertFile) || !strings.Contains(out, "expired 2020-01-01T00:00:00Z") {
+		t.Errorf("reload to an expired certificate: log %q, want a warning naming %s and when it expired", out, old.CertFile)
 	}
 }

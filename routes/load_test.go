@@ -427,3 +427,25 @@ func TestExampleConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSPairBlamesFileAtFault: validation names the file at fault, at
+// its own field, with the message the gateway gives when it loads the
+// pair: a key that is no key is the key_file's fault, not cert_file's.
+func TestTLSPairBlamesFileAtFault(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeCert(t, dir, "api.pem", "api-key.pem")
+	if err := os.WriteFile(filepath.Join(dir, "garbage.pem"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "sluice.yaml")
+	src := "tls:\n  certificates:\n    - cert_file: api.pem\n      key_file: garbage.pem\n" + minimal
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	want := path + ":4:17: tls.certificates[0].key_file: loading key garbage.pem: no PEM private key block found"
+	if err == nil || err.Error() != want {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+}

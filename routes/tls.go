@@ -3,6 +3,7 @@ package routes
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/certs"
 	"github.com/sluicehq/sluice/internal/tlsversion"
 )
 
@@ -77,8 +79,14 @@ func (d *decoder) certPair(n *yaml.Node, path, dir string) (CertPair, bool) {
 	if !ok {
 		return CertPair{}, false
 	}
-	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
-		d.errorf(cert.n, field(path, "cert_file"), "loading certificate %s with key %s: %v", cert.v, key.v, err)
+	// As the gateway loads it, with the file at fault named as written.
+	if _, err := certs.ParsePair(certs.Pair{CertFile: cert.v, KeyFile: key.v}, certPEM, keyPEM); err != nil {
+		at, name := cert.n, "cert_file"
+		var pe *certs.PairError
+		if errors.As(err, &pe) && pe.Key {
+			at, name = key.n, "key_file"
+		}
+		d.errorf(at, field(path, name), "%v", err)
 		return CertPair{}, false
 	}
 	return pair, true
