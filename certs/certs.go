@@ -30,6 +30,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"github.com/mholt/acmez/v3"
 
+	"github.com/sluicehq/sluice/internal/certpair"
 	"github.com/sluicehq/sluice/internal/tlsversion"
 )
 
@@ -414,7 +415,7 @@ func (m *Manager) Reload(cfg Config) error {
 func (m *Manager) warnExpired(s *staticSet, pairs []Pair) {
 	now := time.Now()
 	for i, c := range s.certs {
-		if why := Expired(*c, now); why != "" {
+		if why := certpair.Expired(*c, now); why != "" {
 			m.logger.Warn("certificate is not valid now: clients will refuse it", "cert_file", pairs[i].CertFile, "why", why)
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/certpair"
 )
 
 func TestSNIPicksPair(t *testing.T) {
@@ -448,7 +450,7 @@ func TestExpiredCertificateIsLogged(t *testing.T) {
 		{t0.Add(-time.Hour), "not valid before 2026-01-01T00:00:00Z"},
 		{cert.Leaf.NotAfter.Add(time.Second), "expired " + cert.Leaf.NotAfter.UTC().Format(time.RFC3339)},
 	} {
-		if got := Expired(cert, tc.at); got != tc.want {
+		if got := certpair.Expired(cert, tc.at); got != tc.want {
 			t.Errorf("Expired at %s: got %q, want %q", tc.at, got, tc.want)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluicehq/sluice/certs"
+	"github.com/sluicehq/sluice/internal/certpair"
 	"github.com/sluicehq/sluice/internal/tlsversion"
 )
 
@@ -80,9 +80,9 @@ func (d *decoder) certPair(n *yaml.Node, path, dir string) (CertPair, bool) {
 		return CertPair{}, false
 	}
 	// As the gateway loads it, with the file at fault named as written.
-	if _, err := certs.ParsePair(certs.Pair{CertFile: cert.v, KeyFile: key.v}, certPEM, keyPEM); err != nil {
+	if _, err := certpair.Parse(cert.v, key.v, certPEM, keyPEM); err != nil {
 		at, name := cert.n, "cert_file"
-		var pe *certs.PairError
+		var pe *certpair.Error
 		if errors.As(err, &pe) && pe.Key {
 			at, name = key.n, "key_file"
 		}
