@@ -547,6 +547,12 @@ var gatewayHeaders = append([]string{hRequestID}, limitHeaders...)
 
 func (w *recorder) WriteHeader(code int) {
 	if code < 200 && code != http.StatusSwitchingProtocols && w.http10 {
+		// Not sent (see http10), but ReverseProxy clears the header map
+		// after passing it on all the same: the gateway's fields are
+		// kept for the final answer, as for one that goes out.
+		if !w.wrote && w.kept == nil {
+			w.keep()
+		}
 		return
 	}
 	w.extend()

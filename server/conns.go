@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,38 +102,47 @@ type trackedConn struct {
 	set  *conns
 	once sync.Once
 
-	// first closes the connection unless a request reaches the handler
-	// first (see firstRequestBy); nil once one has.
-	first atomic.Pointer[time.Timer]
+	// first closes the connection unless a request's header fields have
+	// come first (see connState); nil once they have. actives counts the
+	// StateActive changes of an HTTP/2 connection.
+	first   atomic.Pointer[time.Timer]
+	actives atomic.Int32
 }
 
-// connKey is the context key of a TLS connection's *trackedConn.
-type connKey struct{}
-
-// firstRequestBy bounds, for each TLS connection, the time from its
-// accept to its first request's header fields: the connection is closed
-// unless a request has reached the handler within timeout. net/http's
-// ReadHeaderTimeout does that for HTTP/1, but over HTTP/2 nothing bounds
-// a connection that sent its preface and nothing more, or a first header
-// block trickled in CONTINUATION frames, short of the idle timeout. It is
-// a ConnContext function; served takes the bound off.
-func firstRequestBy(timeout time.Duration) func(context.Context, net.Conn) context.Context {
-	return func(ctx context.Context, c net.Conn) context.Context {
-		tc := trackedOf(c)
-		if tc == nil || timeout <= 0 {
-			return ctx
-		}
-		tc.first.Store(time.AfterFunc(timeout, func() { tc.Close() }))
-		return context.WithValue(ctx, connKey{}, tc)
-	}
-}
-
-// served takes the first-request bound off the connection of the request
-// whose context is ctx, if it has one.
-func served(ctx context.Context) {
-	if tc, _ := ctx.Value(connKey{}).(*trackedConn); tc != nil {
-		if t := tc.first.Swap(nil); t != nil {
-			t.Stop()
+// connState is the listeners' ConnState hook. It yields the processor
+// between a keep-alive connection's requests (see takeTurns), and bounds,
+// for each TLS connection, the time from its accept to its first
+// request's header fields by headerTimeout: the connection is closed
+// unless they came by then. net/http's ReadHeaderTimeout does that for
+// HTTP/1, but over HTTP/2 nothing bounds a connection that sent its
+// preface and nothing more, or a first header block trickled in
+// CONTINUATION frames, short of the idle timeout.
+//
+// The hook, unlike the handler, sees every request, those net/http
+// answers itself (OPTIONS *) too: an HTTP/1 connection is active once a
+// request was read; an HTTP/2 one goes active, then idle, once its
+// preface is read, and active again when a stream's header block is
+// complete.
+func connState(headerTimeout time.Duration) func(net.Conn, http.ConnState) {
+	return func(c net.Conn, state http.ConnState) {
+		switch state {
+		case http.StateIdle:
+			takeTurns()
+		case http.StateNew:
+			if tc := trackedOf(c); tc != nil && headerTimeout > 0 {
+				tc.first.Store(time.AfterFunc(headerTimeout, func() { tc.Close() }))
+			}
+		case http.StateActive:
+			tc := trackedOf(c)
+			if tc == nil || tc.first.Load() == nil {
+				return
+			}
+			if c.(*tls.Conn).ConnectionState().NegotiatedProtocol == "h2" && tc.actives.Add(1) < 2 {
+				return // the preface
+			}
+			if t := tc.first.Swap(nil); t != nil {
+				t.Stop()
+			}
 		}
 	}
 }

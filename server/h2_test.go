@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"fmt"
@@ -148,6 +149,32 @@ func TestH2FirstRequestWithinClientHeaderTimeout(t *testing.T) {
 		if closed, after := closedWithin(t, c, fr, 2500*time.Millisecond, nil); closed {
 			t.Errorf("a connection that served a request was closed after %v, within keepalive_timeout", after.Round(100*time.Millisecond))
 		}
+	})
+
+	t.Run("OPTIONS * over HTTP/1.1 outlives the bound", func(t *testing.T) {
+		// net/http answers OPTIONS * itself, without the handler: the
+		// request still counts as the connection's first.
+		t.Parallel()
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		br := bufio.NewReader(c)
+		io.WriteString(c, "OPTIONS * HTTP/1.1\r\nHost: api.example.test\r\n\r\n")
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		time.Sleep(1500 * time.Millisecond) // idle, within keepalive_timeout
+		io.WriteString(c, "GET / HTTP/1.1\r\nHost: api.example.test\r\n\r\n")
+		if resp, err = http.ReadResponse(br, nil); err != nil {
+			t.Fatalf("keep-alive connection idle 1.5s after an OPTIONS * answer: next request got %v, want an answer", err)
+		}
+		resp.Body.Close()
 	})
 
 	t.Run("silent after preface", func(t *testing.T) {

@@ -256,7 +256,6 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       errorLog(s.log),
 		TLSConfig:      tc,
-		ConnState:      takeTurns,
 		HTTP2: &http.HTTP2Config{
 			// nginx's http2_max_concurrent_streams; net/http's 250
 			// let one connection hold 250 requests, each with its
@@ -270,15 +269,15 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 		// opened and left silent is closed after it too.
 		srv.ReadHeaderTimeout = cfg.ClientHeaderTimeout
 		srv.IdleTimeout = cfg.KeepaliveTimeout
-		if tc != nil {
-			srv.ConnContext = firstRequestBy(cfg.ClientHeaderTimeout)
-		}
+		srv.ConnState = connState(cfg.ClientHeaderTimeout)
+	} else {
+		srv.ConnState = connState(0)
 	}
 	return srv
 }
 
 // takeTurns yields the processor each time a keep-alive connection has
-// finished a request, before it reads the next one, so that under load the
+// finished a request (StateIdle, see connState), before it reads the next one, so that under load the
 // connections are served in turn.
 //
 // Without it a connection whose next request has already arrived is
@@ -288,11 +287,7 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 // connection can keep a processor for the scheduler's whole 10 ms slice
 // while the others wait. On 2 cores at saturation the p99 of a 429 was 13
 // times its median (README › Performance).
-func takeTurns(_ net.Conn, state http.ConnState) {
-	if state == http.StateIdle {
-		runtime.Gosched()
-	}
-}
+func takeTurns() { runtime.Gosched() }
 
 // redirecting serves the plain listener of a TLS configuration: redirect
 // while tls.redirect_http is set, next otherwise, so a reload that
@@ -312,7 +307,6 @@ func (s *Server) redirecting(next, redirect http.Handler) http.Handler {
 // cut off.
 func (s *Server) counting(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		served(r.Context())
 		s.inflight.Add(1)
 		defer s.inflight.Add(-1)
 		next.ServeHTTP(w, r)
