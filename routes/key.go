@@ -469,10 +469,15 @@ func appendPathKey(dst []byte, u *url.URL, fold bool) []byte {
 }
 
 // AppendPathKeyOf writes the path source's value for a request whose
-// decoded canonical path is path, as sluice's access log records it: what
-// the simulator replays.
-func AppendPathKeyOf(dst []byte, path string, fold bool) []byte {
-	return appendPathKey(dst, &url.URL{Path: path}, fold)
+// canonical path is path, decoded, and rawPath, as sent ("" when only the
+// decoded one is known, as in sluice's access log): what the simulator
+// replays.
+func AppendPathKeyOf(dst []byte, path, rawPath string, fold bool) []byte {
+	u := &url.URL{Path: path}
+	if rawPath != "" && u.EscapedPath() != rawPath {
+		u.RawPath = rawPath // keeps escapes such as %2F as sent
+	}
+	return appendPathKey(dst, u, fold)
 }
 
 // AppendQueryKey writes the value of the query source name for the raw

@@ -108,6 +108,7 @@ type logged struct {
 	route     string
 	method    string
 	path      string
+	rawPath   string // the path as sent, when the log has it (nginx's)
 	rawQuery  string
 	userAgent string
 	referer   string
@@ -153,7 +154,7 @@ func appendKey(dst []byte, key []keySource, l *logged, fold bool) ([]byte, bool)
 		case srcMethod:
 			dst = append(dst, routes.KeyMethod(l.method)...)
 		case srcPath:
-			dst = routes.AppendPathKeyOf(dst, l.path, fold)
+			dst = routes.AppendPathKeyOf(dst, l.path, l.rawPath, fold)
 		case srcGlobal:
 			dst = append(dst, "global"...)
 		case srcQuery:

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -962,7 +963,6 @@ func (l *line) readCombined(text []byte) error {
 	method, rest, _ := cutByte(request, ' ')
 	target, _, _ := cutByte(rest, ' ')
 	if target != "" {
-		l.path, l.rawQuery, _ = cutByte(target, '?')
 		// The gateway's canonical request: method upper-cased, path with
 		// repeated slashes merged; a method or path it refuses is a 400
 		// no limit counts.
@@ -970,13 +970,38 @@ func (l *line) readCombined(text []byte) error {
 		if l.method, err = routes.CanonicalMethod(method); err != nil {
 			l.refused = true
 		}
-		if p, err := routes.CanonicalPath(l.path); err != nil {
+		if !l.readTarget(target) {
 			l.refused = true
-		} else {
-			l.path = unescapePath(p)
 		}
 	}
 	return nil
+}
+
+// readTarget reads a request target as the gateway's server and its
+// canonical form read it: the path escaped (rawPath) and decoded (path),
+// repeated slashes merged, and the query. An absolute-form target
+// ("http://host/v1/x", as a client may send and nginx logs it) is its
+// path. It reports false for a target the gateway answers 400.
+func (l *logged) readTarget(target string) bool {
+	var esc string
+	if strings.HasPrefix(target, "/") {
+		esc, l.rawQuery, _ = cutByte(target, '?')
+	} else {
+		u, err := url.ParseRequestURI(target)
+		if err != nil || u.Opaque != "" {
+			return false
+		}
+		esc, l.rawQuery = u.EscapedPath(), u.RawQuery
+	}
+	c, err := routes.CanonicalPath(esc)
+	if err != nil {
+		return false
+	}
+	if l.path, err = url.PathUnescape(c); err != nil {
+		return false
+	}
+	l.rawPath = c
+	return true
 }
 
 var errCombined = errors.New("not in nginx's combined format")
@@ -1029,15 +1054,6 @@ func quoted(s string) (string, string, error) {
 		}
 	}
 	return "", "", errors.New("unterminated quoted field")
-}
-
-// unescapePath percent-decodes a request path as the gateway's URL.Path
-// holds it; a malformed escape leaves the path as logged.
-func unescapePath(p string) string {
-	if u, err := url.PathUnescape(p); err == nil {
-		return u
-	}
-	return p
 }
 
 func dash(s string) string {

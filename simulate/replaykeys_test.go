@@ -151,3 +151,30 @@ func TestReplayLeavesOutWhatTheGatewayRefuses(t *testing.T) {
 		t.Errorf("nginx //v1//orders/: keyed %q, want /v1/orders", got)
 	}
 }
+
+// TestReplayNginxTargetsAsGateway: an nginx line's target is read as the
+// gateway's server reads it: an absolute-form target ("GET
+// http://host/v1/x", which the gateway serves) is its path and query, and
+// an escaped path is keyed from its escaped form, as the gateway keys it:
+// a decoded %2F merges with its neighbours, an encoded ';' stays a byte of
+// its segment.
+func TestReplayNginxTargetsAsGateway(t *testing.T) {
+	ng := func(target string) string {
+		return `203.0.113.7 - - [09/Mar/2026:10:00:01 +0000] "GET ` + target + ` HTTP/1.1" 200 0 "-" "curl/8"` + "\n"
+	}
+	for _, path := range []string{"/v1/%2Fotp", "/v1/a%3Bb", "/v1/A%2fB/"} {
+		want := gatewayKey(t, "path", "GET", path, "203.0.113.7")
+		if got := replayKeys(t, ng(path), "path")[0]; got != want {
+			t.Errorf("nginx path %q: replay keys it %q, the gateway %q", path, got, want)
+		}
+	}
+	abs := "http://api.example.com/v1/x?api_key=a"
+	tr, rep, err := ReadLog(strings.NewReader(ng(abs)), ReplayOptions{Key: []string{"query:api_key", "path"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gatewayKey(t, "query:api_key,path", "GET", abs, "203.0.113.7")
+	if rep.Refused != 0 || len(tr.Requests) != 1 || tr.Keys[tr.Requests[0].Consumer] != want {
+		t.Errorf("absolute-form line: %d refused, %d requests (keys %q); the gateway serves it, keyed %q", rep.Refused, len(tr.Requests), tr.Keys, want)
+	}
+}
