@@ -107,12 +107,7 @@ func New() *Metrics {
 		routes:   make(map[string]struct{}),
 		policies: make(map[string]struct{}),
 	}
-	m.keys.serving = func(policy string) bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		_, ok := m.policies[policy]
-		return ok
-	}
+	m.keys.serving = m.serving
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_config_reloads_total",
 		Help: "Configuration reloads, by result (success, error).",
@@ -155,6 +150,15 @@ func (m *Metrics) Reload(ok bool) {
 	} else {
 		m.reloads[0].Inc()
 	}
+}
+
+// serving reports whether policy is one of the configuration now serving
+// (handed out by Route, Queue or a lease method, and not forgotten since).
+func (m *Metrics) serving(policy string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.policies[policy]
+	return ok
 }
 
 // Forget removes every series labelled with one of routes (in route) or

@@ -452,3 +452,27 @@ func TestLeaseSeriesFoldOverrides(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovedPolicyMakesNoSeries: the route stays but a reload removes
+// the policy one of its limits used; a request in flight on the old
+// handles that counts a result they had not counted yet makes no series
+// under the removed policy.
+func TestRemovedPolicyMakesNoSeries(t *testing.T) {
+	t.Parallel()
+	m := New()
+	old := m.Route("api", []Limit{{Policy: "a", Algorithm: "fixed_window"}})
+	m.Route("api", []Limit{{Policy: "b", Algorithm: "fixed_window"}}) // the reload
+	m.Retain([]string{"api"}, []string{"b"})
+	old.Decision(0, Exempt) // in flight across the reload
+	old.Refund(0)
+	m.Retain([]string{"api"}, []string{"b"}) // a later reload
+	for name, mf := range families(t, m) {
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "policy" && l.GetValue() == "a" {
+					t.Errorf("%s%v: exported after a reload removed policy a", name, s.GetLabel())
+				}
+			}
+		}
+	}
+}

@@ -80,6 +80,7 @@ type counter struct{ prometheus.Counter }
 // configuration is loaded. Its methods do not allocate once every status
 // code seen has been counted once. It is safe for concurrent use.
 type Route struct {
+	m         *Metrics
 	name      string
 	vec       *prometheus.CounterVec
 	codes     *codeCounters
@@ -114,6 +115,7 @@ func (m *Metrics) Route(route string, limits []Limit) *Route {
 	m.mu.Unlock()
 
 	r := &Route{
+		m:         m,
 		name:      route,
 		vec:       m.requests,
 		codes:     codes,
@@ -189,7 +191,11 @@ func (r *Route) Decision(limit int, res Result) {
 	}
 	c := r.decisions[limit][res].Load()
 	if c == nil {
-		if r.codes.retired.Load() {
+		// A handle a reload superseded makes no series for a route or a
+		// policy the configuration serving has not: no later reload
+		// would remove it. (Its cached ones go on counting, into series
+		// that are gone or still served.)
+		if r.codes.retired.Load() || !r.m.serving(r.limits[limit].Policy) {
 			return
 		}
 		c = r.decisionCounter(limit, res)
@@ -222,7 +228,9 @@ func (r *Route) Refund(limit int) {
 		return
 	}
 	// Only limits with count_status give units back, and they have theirs.
-	r.rvec.WithLabelValues(r.name, r.limits[limit].Policy).Inc()
+	if !r.codes.retired.Load() && r.m.serving(r.limits[limit].Policy) {
+		r.rvec.WithLabelValues(r.name, r.limits[limit].Policy).Inc()
+	}
 }
 
 // UpstreamError counts a request that got no answer from the upstream.
