@@ -144,7 +144,13 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 		}
 	}
 	rec.onStatus = func(code int) {
-		if r.Context().Err() != nil {
+		if r.Context().Err() != nil || ex.body.failure() != nil {
+			// The client went away, or broke its own body (a framing
+			// error, a pause past client_body_timeout, max_body)
+			// after the upstream may have had its guess: either way
+			// the unit stays spent. Given back for the 400, 408 or 413
+			// sluice then answers, a guesser could send every guess
+			// whole and then a bad chunk, and never spend a unit.
 			return
 		}
 		var give []int

@@ -1,0 +1,83 @@
+package proxy
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBrokenBodyAfterGuessKeepsUnit: count_status bounds the guesses that
+// reach the backend. A client that sends its whole guess, waits until the
+// backend has it (a handler decoding JSON returns at the object's end,
+// before the body's), and then breaks its own body framing gets sluice's
+// 400, which count_status does not list. The unit must stay spent, as for
+// a client that went away: given back, every guess would be free.
+func TestBrokenBodyAfterGuessKeepsUnit(t *testing.T) {
+	t.Parallel()
+	var checked atomic.Int64
+	got := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v struct{ Username, Password string }
+		if err := json.NewDecoder(r.Body).Decode(&v); err != nil {
+			http.Error(w, "bad json", http.StatusBadRequest)
+			return
+		}
+		checked.Add(1)
+		got <- struct{}{}
+		select { // the password check
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(release) })
+	srv, _ := newTestGateway(t, `
+routes:
+  - name: login
+    match: {path: /v1/login}
+    upstream: %s
+    limits:
+      - {algorithm: sliding_window_log, limit: 2, window: 1h, key: [ip], count_status: [401, 403]}
+`, up.URL)
+	guess := `{"username":"alice","password":"guess"}`
+	head := "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+	send := func(tail string, backend bool) int {
+		t.Helper()
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "%s%x\r\n%s\r\n", head, len(guess), guess)
+		if backend {
+			<-got // the backend has the guess
+		}
+		io.WriteString(c, tail)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	// Two guesses, each body broken once the backend has it.
+	for i := range 2 {
+		if code := send("zz\r\n", true); code != http.StatusBadRequest {
+			t.Fatalf("guess %d with a broken chunk: got %d, want 400", i+1, code)
+		}
+	}
+	// A well-formed third finds the budget spent.
+	if code := send("0\r\n\r\n", false); code != http.StatusTooManyRequests {
+		t.Errorf("third guess after two broken bodies: got %d, want 429 (limit 2, the broken ones kept their units); the backend checked %d", code, checked.Load())
+	}
+}
