@@ -50,7 +50,10 @@ type bodyFailure struct {
 	status int
 	detail string
 	gone   bool // the client went away: nobody is left to answer
-	err    error
+	// sent: part of the body had been handed on before it failed, so the
+	// upstream may have had the request (see armRefund).
+	sent bool
+	err  error
 }
 
 func (f *bodyFailure) Error() string { return f.err.Error() }
@@ -190,6 +193,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 // failed records f unless a failure is already recorded, and returns the
 // recorded one.
 func (b *clientBody) failed(f *bodyFailure) error {
+	f.sent = b.n > 0
 	b.fail.CompareAndSwap(nil, f)
 	return b.fail.Load()
 }

@@ -144,13 +144,16 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 		}
 	}
 	rec.onStatus = func(code int) {
-		if r.Context().Err() != nil || ex.body.failure() != nil {
-			// The client went away, or broke its own body (a framing
-			// error, a pause past client_body_timeout, max_body)
-			// after the upstream may have had its guess: either way
-			// the unit stays spent. Given back for the 400, 408 or 413
-			// sluice then answers, a guesser could send every guess
-			// whole and then a bad chunk, and never spend a unit.
+		if r.Context().Err() != nil {
+			return // the client went away: its guess still cost work
+		}
+		if f := ex.body.failure(); f != nil && f.sent {
+			// The client broke its own body (a framing error, a pause
+			// past client_body_timeout, max_body) after part of it
+			// went on, so the upstream may have had its guess: the unit
+			// stays spent. Given back for the 400, 408 or 413 sluice
+			// then answers, a guesser could send each guess whole, then
+			// a bad chunk, and never spend a unit.
 			return
 		}
 		var give []int

@@ -81,3 +81,59 @@ routes:
 		t.Errorf("third guess after two broken bodies: got %d, want 429 (limit 2, the broken ones kept their units); the backend checked %d", code, checked.Load())
 	}
 }
+
+// TestBrokenBodyBeforeGuessGivesBack: SPEC (count_status): "When the
+// status the client receives is not in the list, the unit is given back".
+// A chunked body whose first chunk line is malformed gets sluice's 400
+// with not a byte of body handed on: no guess reached the backend, so the
+// unit goes back, and two such requests under limit 2 leave the owner's
+// next, complete login through.
+func TestBrokenBodyBeforeGuessGivesBack(t *testing.T) {
+	t.Parallel()
+	var guesses atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil || len(b) == 0 {
+			return // no guess came
+		}
+		guesses.Add(1)
+		w.WriteHeader(http.StatusOK) // the right password: not counted
+	}))
+	t.Cleanup(up.Close)
+	srv, _ := newTestGateway(t, `
+routes:
+  - name: login
+    match: {path: /v1/login}
+    upstream: %s
+    limits:
+      - {algorithm: sliding_window_log, limit: 2, window: 1h, key: [ip], count_status: [401, 403]}
+`, up.URL)
+	send := func(body string) int {
+		t.Helper()
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("reading the answer: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 2 {
+		if code := send("zz\r\n"); code != http.StatusBadRequest {
+			t.Fatalf("malformed first chunk %d: got %d, want 400", i+1, code)
+		}
+	}
+	if n := guesses.Load(); n != 0 {
+		t.Fatalf("the upstream had %d guesses from the broken bodies; the test needs 0", n)
+	}
+	guess := `{"username":"alice","password":"correct"}`
+	if code := send("29\r\n" + guess + "\r\n0\r\n\r\n"); code != http.StatusOK {
+		t.Errorf("complete login after two 400s whose bodies never reached the backend: got %d, want 200 (400 is not in count_status, no guess was forwarded)", code)
+	}
+}

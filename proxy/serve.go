@@ -571,12 +571,17 @@ func (w *recorder) WriteHeader(code int) {
 }
 
 // keep saves the gateway's own fields before a 1xx goes out.
+//
+// ReverseProxy has already added the 1xx's fields to the header map by
+// then, after the gateway's own: the gateway sets each of its fields to
+// one value, so the first is its own, and the upstream's 1xx values of
+// the same names are left out.
 func (w *recorder) keep() {
 	h := w.Header()
 	w.kept = make(http.Header, len(gatewayHeaders))
 	for _, k := range gatewayHeaders {
-		if v, ok := h[k]; ok {
-			w.kept[k] = v
+		if v, ok := h[k]; ok && len(v) > 0 {
+			w.kept[k] = v[:1:1]
 		}
 	}
 }
