@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -983,16 +982,14 @@ func (l *line) readCombined(text []byte) error {
 // ("http://host/v1/x", as a client may send and nginx logs it) is its
 // path. It reports false for a target the gateway answers 400.
 func (l *logged) readTarget(target string) bool {
-	var esc string
-	if strings.HasPrefix(target, "/") {
-		esc, l.rawQuery, _ = cutByte(target, '?')
-	} else {
-		u, err := url.ParseRequestURI(target)
-		if err != nil || u.Opaque != "" {
-			return false
-		}
-		esc, l.rawQuery = u.EscapedPath(), u.RawQuery
+	u, err := url.ParseRequestURI(target)
+	if err != nil || u.Opaque != "" {
+		return false
 	}
+	// EscapedPath is the spelling as sent when it is a valid escaping,
+	// else the decoded path escaped anew, as the gateway keys it.
+	esc := u.EscapedPath()
+	l.rawQuery = u.RawQuery
 	c, err := routes.CanonicalPath(esc)
 	if err != nil {
 		return false
