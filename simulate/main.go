@@ -51,11 +51,12 @@ const maxBadShown = 20
 
 // Main runs `sluice simulate` with args, the words after "simulate", and
 // returns the process exit code: 0 on success (and for -h), 1 when the
-// config cannot be loaded, the log cannot be read or holds no request, or
-// the output cannot be written, 2 for a usage error, explained on stderr.
+// config cannot be loaded, no line of the log can be read, or the output
+// cannot be written, 2 for a usage error, explained on stderr.
 //
-// With -policy NAME the limit, window, burst, queue and max_wait, and for
-// -replay the key, come from that policy of -config (default sluice.yaml)
+// With -policy NAME the limit, window, burst, queue, max_wait and block,
+// and for -replay the key and overrides, come from that policy of -config
+// (default sluice.yaml)
 // through loadPolicy; any of -limit, -window, -burst, -queue, -max-wait and
 // -key given as well override the policy's value. loadPolicy may be nil,
 // which makes -policy a usage error.
@@ -84,7 +85,7 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 	accuracy := fs.Bool("accuracy", false, "compare sliding_window_counter with the exact sliding_window_log decision by decision")
 	format := fs.String("format", "table", "output `format`: table, json or svg")
 	config := fs.String("config", "sluice.yaml", "config `file` that -policy is read from")
-	policy := fs.String("policy", "", "take limit, window, burst, queue, max_wait and key from the policy `name`d in -config")
+	policy := fs.String("policy", "", "take limit, window, burst, queue, max_wait, block, overrides and key from the policy `name`d in -config")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

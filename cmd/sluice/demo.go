@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,6 +19,9 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	adminAddr := fs.String("admin", "127.0.0.1:9091", "admin `address` (\"\" turns it off)")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	log, err := newLogger(*level, stderr)

@@ -30,8 +30,10 @@ func runHealth(args []string, stderr io.Writer) int {
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "Usage of sluice health:")
 			fs.SetOutput(stderr)
 			fs.PrintDefaults()
+			return 0
 		}
 		return fail("%v", err)
 	}

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -81,6 +82,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// exitFor is the exit code of a command whose flags ended it: 0 when
+// help was asked for, else usage, the command's code for a usage error.
+func exitFor(err error, usage int) int {
+	if err == nil {
+		return 0
+	}
+	return usage
+}
+
 func versionString() string {
 	c := commit
 	if c == "" {
@@ -104,20 +114,26 @@ type commonFlags struct {
 	logLevel string
 }
 
-func parseFlags(name string, args []string, stderr io.Writer) (*commonFlags, bool) {
+// parseFlags parses the flags of run and validate. When it returns nil
+// the command is over: help was asked for (err nil) or the flags were
+// wrong (err set, already explained on stderr).
+func parseFlags(name string, args []string, stderr io.Writer) (*commonFlags, error) {
 	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := &commonFlags{}
 	fs.StringVar(&f.config, "config", "sluice.yaml", "configuration `file`")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return nil, false
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil
+		}
+		return nil, err
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "sluice %s: unexpected argument %q\n", name, fs.Arg(0))
-		return nil, false
+		return nil, errors.New("unexpected argument")
 	}
-	return f, true
+	return f, nil
 }
 
 func newLogger(level string, w io.Writer) (*slog.Logger, error) {
@@ -131,9 +147,9 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 // runValidate exits 0 for a valid file and 1 for anything else, a usage
 // error included: SPEC §1 gives validate no other status.
 func runValidate(args []string, stdout, stderr io.Writer) int {
-	f, ok := parseFlags("validate", args, stderr)
-	if !ok {
-		return 1
+	f, err := parseFlags("validate", args, stderr)
+	if f == nil {
+		return exitFor(err, 1)
 	}
 	if _, err := routes.Load(f.config); err != nil {
 		fmt.Fprintln(stderr, err)
@@ -152,9 +168,9 @@ func runServe(args []string, stderr io.Writer) int {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	f, ok := parseFlags("run", args, stderr)
-	if !ok {
-		return 2
+	f, err := parseFlags("run", args, stderr)
+	if f == nil {
+		return exitFor(err, 2)
 	}
 	log, err := newLogger(f.logLevel, stderr)
 	if err != nil {

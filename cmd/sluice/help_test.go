@@ -1,0 +1,25 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestHelpExitsZero: -h asks for help, which is no error: every command
+// prints its usage and exits 0, as simulate always did. A flag it does not
+// know stays a usage error.
+func TestHelpExitsZero(t *testing.T) {
+	for _, cmd := range []string{"run", "validate", "demo", "health", "simulate"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{cmd, "-h"}, &out, &errOut); code != 0 {
+			t.Errorf("sluice %s -h: exit %d, want 0 (stderr %q)", cmd, code, errOut.String())
+		}
+		if got := out.String() + errOut.String(); !strings.Contains(got, "-") {
+			t.Errorf("sluice %s -h printed no flags: %q", cmd, got)
+		}
+		if code := run([]string{cmd, "-no-such-flag"}, &out, &errOut); code == 0 {
+			t.Errorf("sluice %s -no-such-flag: exit 0, want a usage error", cmd)
+		}
+	}
+}
