@@ -40,35 +40,16 @@ func TestBrokenBodyAfterGuessKeepsUnit(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	t.Cleanup(func() { close(release) })
-	srv, _ := newTestGateway(t, `
-routes:
-  - name: login
-    match: {path: /v1/login}
-    upstream: %s
-    limits:
-      - {algorithm: sliding_window_log, limit: 2, window: 1h, key: [ip], count_status: [401, 403]}
-`, up.URL)
+	srv := loginGateway(t, up.URL)
 	guess := `{"username":"alice","password":"guess"}`
-	head := "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+	first := fmt.Sprintf("%x\r\n%s\r\n", len(guess), guess)
 	send := func(tail string, backend bool) int {
 		t.Helper()
-		c, err := net.Dial("tcp", srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "%s%x\r\n%s\r\n", head, len(guess), guess)
-		if backend {
-			<-got // the backend has the guess
-		}
-		io.WriteString(c, tail)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("reading the answer: %v", err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+		return postChunked(t, srv, first, func() {
+			if backend {
+				<-got // the backend has the guess
+			}
+		}, tail)
 	}
 	// Two guesses, each body broken once the backend has it.
 	for i := range 2 {
@@ -100,30 +81,8 @@ func TestBrokenBodyBeforeGuessGivesBack(t *testing.T) {
 		w.WriteHeader(http.StatusOK) // the right password: not counted
 	}))
 	t.Cleanup(up.Close)
-	srv, _ := newTestGateway(t, `
-routes:
-  - name: login
-    match: {path: /v1/login}
-    upstream: %s
-    limits:
-      - {algorithm: sliding_window_log, limit: 2, window: 1h, key: [ip], count_status: [401, 403]}
-`, up.URL)
-	send := func(body string) int {
-		t.Helper()
-		c, err := net.Dial("tcp", srv.Listener.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		io.WriteString(c, "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+body)
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatalf("reading the answer: %v", err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	srv := loginGateway(t, up.URL)
+	send := func(body string) int { return postChunked(t, srv, body, nil, "") }
 	for i := range 2 {
 		if code := send("zz\r\n"); code != http.StatusBadRequest {
 			t.Fatalf("malformed first chunk %d: got %d, want 400", i+1, code)
@@ -136,4 +95,42 @@ routes:
 	if code := send("29\r\n" + guess + "\r\n0\r\n\r\n"); code != http.StatusOK {
 		t.Errorf("complete login after two 400s whose bodies never reached the backend: got %d, want 200 (400 is not in count_status, no guess was forwarded)", code)
 	}
+}
+
+// loginGateway is a gateway with one login route under a count_status
+// limit of 2 guesses an hour per client.
+func loginGateway(t *testing.T, upstream string) *httptest.Server {
+	t.Helper()
+	srv, _ := newTestGateway(t, `
+routes:
+  - name: login
+    match: {path: /v1/login}
+    upstream: %s
+    limits:
+      - {algorithm: sliding_window_log, limit: 2, window: 1h, key: [ip], count_status: [401, 403]}
+`, upstream)
+	return srv
+}
+
+// postChunked sends a chunked JSON login to srv as raw bytes: first, then
+// (after between, when given) tail, and returns the answer's status.
+func postChunked(t *testing.T, srv *httptest.Server, first string, between func(), tail string) int {
+	t.Helper()
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "POST /v1/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+first)
+	if between != nil {
+		between()
+	}
+	io.WriteString(c, tail)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }

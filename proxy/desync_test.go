@@ -85,47 +85,6 @@ func TestUnaskedSwitchOnBodyPathLetsGo(t *testing.T) {
 	}
 }
 
-// TestNoInformationalToHTTP10 sends an HTTP/1.0 request; the
-// upstream (which sluice speaks HTTP/1.1 to) sends 103 before its answer.
-// RFC 9110 §15.2: a server MUST NOT send a 1xx response to an HTTP/1.0
-// client, which takes the first status line for the answer.
-func TestNoInformationalToHTTP10(t *testing.T) {
-	t.Parallel()
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for answer(c, br, "HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"+okAnswer) {
-		}
-	})
-	srv, _ := newTestGateway(t, `
-routes:
-  - name: up
-    upstream: %s
-    limits:
-      - {algorithm: fixed_window, limit: 5, window: 1m, key: [ip]}
-`, up.url())
-	c, err := net.Dial("tcp", srv.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(5 * time.Second))
-	io.WriteString(c, "GET / HTTP/1.0\r\nHost: example.com\r\n\r\n")
-	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("HTTP/1.0 client: first answer %d, want the final 200", resp.StatusCode)
-	}
-	// The 1xx not sent, the final answer still carries the gateway's
-	// fields, which ReverseProxy clears with the 1xx's.
-	for _, k := range []string{"X-Request-Id", "X-Ratelimit-Limit", "Ratelimit-Policy"} {
-		if resp.Header.Get(k) == "" {
-			t.Errorf("HTTP/1.0 client after an upstream 103: final answer has no %s (header %v)", k, resp.Header)
-		}
-	}
-}
-
 // TestH2RequestShapesFrameCleanly sends HTTP/2 requests of odd
 // shapes and checks that the HTTP/1.1 upstream parses exactly the requests
 // the routes saw: no path the gateway never routed, no unparsable bytes.

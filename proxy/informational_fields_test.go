@@ -14,6 +14,8 @@ import (
 // fields into the header map; an upstream's X-RateLimit-* and X-Request-Id
 // from a 103 must not reach the final answer beside sluice's, as they do
 // not from the upstream's final answer (dropLimitHeaders, dropRequestID).
+// An HTTP/1.0 client gets no 1xx at all, and the gateway's fields all the
+// same.
 func TestUpstream1xxFieldsNotKept(t *testing.T) {
 	t.Parallel()
 	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
@@ -45,8 +47,15 @@ routes:
 				if resp.StatusCode >= 200 {
 					break
 				}
+				if proto == "HTTP/1.0" {
+					// RFC 9110 §15.2: it would take the 103 for the answer.
+					t.Errorf("HTTP/1.0 client got a %d", resp.StatusCode)
+				}
 			}
 			resp.Body.Close()
+			if v := resp.Header.Values("Ratelimit-Policy"); len(v) != 1 {
+				t.Errorf("%s final answer Ratelimit-Policy %q, want sluice's", proto, v)
+			}
 			if v := resp.Header.Values("X-Ratelimit-Remaining"); len(v) != 1 {
 				t.Errorf("%s final answer X-Ratelimit-Remaining %q, want sluice's alone", proto, v)
 			}
