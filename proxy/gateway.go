@@ -128,11 +128,16 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 		names = append(names, r.Name)
 	}
 	policies := make([]string, 0, len(cfg.Policies))
+	leased := false
 	for name, p := range cfg.Policies {
 		policies = append(policies, name)
 		if p.Sync == ratelimit.SyncLease {
 			g.metrics.LeaseDeclare(name)
+			leased = true
 		}
+	}
+	if d, ok := store.(interface{ DeclareLeases() }); ok && leased {
+		d.DeclareLeases()
 	}
 	g.metrics.Retain(names, policies)
 }

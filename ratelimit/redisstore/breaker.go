@@ -95,6 +95,9 @@ func (s *Store) probeLoop() {
 		case <-s.stop:
 			return
 		case <-b.wake:
+			if b.open.Load() && s.o.Logger != nil {
+				s.o.Logger.Warn("redis unreachable: deciding without it until it answers", "on_error", s.o.OnError, "err", s.LastError())
+			}
 		case <-idle.C:
 			if b.open.Load() || time.Since(time.Unix(0, b.lastOK.Load())) < idlePing {
 				continue
@@ -127,11 +130,17 @@ func (s *Store) probeLoop() {
 			b.mu.Unlock()
 			b.succeeded()
 			b.open.Store(false)
+			if s.o.Logger != nil {
+				s.o.Logger.Info("redis answers again")
+			}
 		}
 	}
 }
 
-// ping checks that Redis answers, connecting first if need be.
+// ping checks that Redis answers, connecting first if need be. The PING
+// has a decision's timeout: a Redis that answers it later would answer no
+// decision in time either, and closing the breaker on it would send all
+// traffic back to wait out the timeout, again and again.
 func (s *Store) ping() error {
 	ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Timeout, 100*time.Millisecond))
 	defer cancel()
@@ -141,7 +150,9 @@ func (s *Store) ping() error {
 		return err
 	}
 	c := *s.client.Load()
-	err := bounded(ctx, func() rueidis.RedisResult { return c.Do(ctx, c.B().Ping().Build()) }).Error()
+	pctx, pcancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer pcancel()
+	err := bounded(pctx, func() rueidis.RedisResult { return c.Do(pctx, c.B().Ping().Build()) }).Error()
 	s.observe(start, err)
 	return err
 }

@@ -39,6 +39,23 @@ func (s *Store) startHeartbeat() {
 	})
 }
 
+// DeclareLeases starts the heartbeat, in the background, for a
+// configuration with leased policies, so that this instance counts
+// others, and is counted, before its first leased request: one restarted
+// or idle on leases when Redis fails then falls back to limit / N rather
+// than the whole limit, and no first decision waits for the first beat.
+func (s *Store) DeclareLeases() {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		select {
+		case <-s.stop:
+		default:
+			s.startHeartbeat()
+		}
+	}()
+}
+
 // Instances returns N, the instances seen alive at the last heartbeat
 // (at least 1, this one); the fallback limit of a leased policy is
 // limit / N.
