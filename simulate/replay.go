@@ -406,13 +406,16 @@ func parseChunks(br *bufio.Reader, read int, format string, key []keySource, o R
 				return
 			}
 			next += len(c.lines)
-			if c.err == nil {
-				work <- c
-			} else {
+			// c is not to be touched once sent on: the reader returns it
+			// to chunkPool, and another ReadLog may take it at once.
+			failed := c.err != nil
+			if failed {
 				close(c.done)
+			} else {
+				work <- c
 			}
 			ordered <- c
-			if c.err != nil || err != nil {
+			if failed || err != nil {
 				return
 			}
 		}
