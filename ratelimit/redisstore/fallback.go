@@ -16,9 +16,18 @@ import (
 type leaseFallbacks struct {
 	mu     sync.Mutex
 	copies map[*ratelimit.Policy]fallbackCopy
-	active map[string]bool // policy names deciding locally
-	n      atomic.Int32    // len(active), read without mu on the hot path
+	// active holds the policies deciding locally, each with the time of
+	// its last local decision.
+	active map[string]time.Time
+	n      atomic.Int32 // len(active), read without mu on the hot path
 }
+
+// resumeQuiet is how long a leased policy must have decided nothing
+// locally before an answer from Redis ends its fallback. A Redis that
+// answers some calls and fails others (full, answering OOM to the writes
+// of fresh keys) would otherwise flip the policy, its log line and its
+// gauge, on every request, at the pace of whoever sends fresh keys.
+const resumeQuiet = time.Second
 
 type fallbackCopy struct {
 	instances int
@@ -99,15 +108,17 @@ func (s *Store) degradedLeased(ctx context.Context, now time.Time, reqs []rateli
 // enterFallback reports that leased policy p decides locally with q.
 func (s *Store) enterFallback(p, q *ratelimit.Policy, n int, cause error) {
 	f := &s.fallbacks
+	now := time.Now()
 	f.mu.Lock()
-	if f.active[p.Name] {
+	if _, ok := f.active[p.Name]; ok {
+		f.active[p.Name] = now
 		f.mu.Unlock()
 		return
 	}
 	if f.active == nil {
-		f.active = make(map[string]bool)
+		f.active = make(map[string]time.Time)
 	}
-	f.active[p.Name] = true
+	f.active[p.Name] = now
 	f.n.Store(int32(len(f.active)))
 	f.mu.Unlock()
 	if cause == nil {
@@ -121,15 +132,17 @@ func (s *Store) enterFallback(p, q *ratelimit.Policy, n int, cause error) {
 	}
 }
 
-// resumed reports that leased policy p got an answer from Redis: it
-// leaves fallback if it was in it.
+// resumed reports that leased policy p was decided without the fallback:
+// it leaves fallback if it was in it and has decided nothing locally for
+// resumeQuiet.
 func (s *Store) resumed(p *ratelimit.Policy) {
 	f := &s.fallbacks
 	if f.n.Load() == 0 {
 		return
 	}
 	f.mu.Lock()
-	if !f.active[p.Name] {
+	last, ok := f.active[p.Name]
+	if !ok || time.Since(last) < resumeQuiet {
 		f.mu.Unlock()
 		return
 	}

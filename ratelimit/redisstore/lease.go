@@ -848,11 +848,14 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 		}
 		return s.degradedLeased(ctx, now, reqs, out, err)
 	}
-	// As Decide does, for the route's limits that are not leased. A
-	// leased limit leaves fallback when Redis answers one of its calls
-	// (refill, lease or give-back), not when a unit held since before
-	// the outage is spent: an OOM Redis answers none, and one fresh key
-	// and one held unit after the other would flip it every request.
+	// As Decide does, for the route's limits that are not leased.
 	s.noteForFallback(now, 0, reqs, out)
+	for _, r := range reqs {
+		// Decided on leases again, even from units held since before
+		// the outage (see resumed for when that ends the fallback).
+		if r.Policy.Sync == ratelimit.SyncLease {
+			s.resumed(r.Policy)
+		}
+	}
 	return nil
 }
