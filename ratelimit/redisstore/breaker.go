@@ -103,7 +103,7 @@ func (s *Store) probeLoop() {
 				continue
 			}
 			// Idle and closed: one ping keeps Healthy current.
-			if err := s.ping(); err != nil {
+			if err := s.ping(s.looseTimeout()); err != nil {
 				b.failed(err, false)
 			} else {
 				b.succeeded()
@@ -121,7 +121,7 @@ func (s *Store) probeLoop() {
 				return
 			case <-time.After(wait):
 			}
-			if err := s.ping(); err != nil {
+			if err := s.probe(); err != nil {
 				b.failed(err, false)
 				continue
 			}
@@ -137,12 +137,11 @@ func (s *Store) probeLoop() {
 	}
 }
 
-// ping checks that Redis answers, connecting first if need be. The PING
-// has a decision's timeout: a Redis that answers it later would answer no
-// decision in time either, and closing the breaker on it would send all
-// traffic back to wait out the timeout, again and again.
-func (s *Store) ping() error {
-	ctx, cancel := context.WithTimeout(context.Background(), max(s.o.Timeout, 100*time.Millisecond))
+// ping checks that Redis answers, connecting first if need be, within d
+// (a connection being made again, after a restart, takes a handshake and
+// more than one round trip inside it).
+func (s *Store) ping(d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	start := time.Now()
 	if err := s.connect(ctx); err != nil {
@@ -150,12 +149,26 @@ func (s *Store) ping() error {
 		return err
 	}
 	c := *s.client.Load()
-	pctx, pcancel := context.WithTimeout(ctx, s.o.Timeout)
-	defer pcancel()
-	err := bounded(pctx, func() rueidis.RedisResult { return c.Do(pctx, c.B().Ping().Build()) }).Error()
+	err := bounded(ctx, func() rueidis.RedisResult { return c.Do(ctx, c.B().Ping().Build()) }).Error()
 	s.observe(start, err)
 	return err
 }
+
+// probe checks, for an open breaker, that Redis answers as a decision
+// needs: a PING with room for reconnecting, then, the connection made, a
+// second one within a decision's timeout. A Redis that answers later than
+// that would answer no decision in time, and closing the breaker on it
+// would send all traffic back to wait out the timeout, again and again.
+func (s *Store) probe() error {
+	if err := s.ping(s.looseTimeout()); err != nil {
+		return err
+	}
+	return s.ping(s.o.Timeout)
+}
+
+// looseTimeout bounds the round trips made off the request path:
+// heartbeats, idle pings and a probe's first.
+func (s *Store) looseTimeout() time.Duration { return max(s.o.Timeout, 100*time.Millisecond) }
 
 // isOOMReply reports whether err carries Redis's OOM error reply.
 func isOOMReply(err error) bool {

@@ -149,10 +149,38 @@ func (s *Store) resumed(p *ratelimit.Policy) {
 	delete(f.active, p.Name)
 	f.n.Store(int32(len(f.active)))
 	f.mu.Unlock()
+	s.reportResumed(p.Name)
+}
+
+// resumeIdle ends the fallback of every leased policy that has decided
+// nothing locally for resumeQuiet while Redis answers: one whose traffic
+// stopped would otherwise stay in fallback, its gauge at 1, until its
+// next request. The heartbeat calls it once a second.
+func (s *Store) resumeIdle() {
+	f := &s.fallbacks
+	if f.n.Load() == 0 || s.br.open.Load() || !s.br.healthy.Load() {
+		return
+	}
+	var names []string
+	f.mu.Lock()
+	for name, last := range f.active {
+		if time.Since(last) >= resumeQuiet {
+			delete(f.active, name)
+			names = append(names, name)
+		}
+	}
+	f.n.Store(int32(len(f.active)))
+	f.mu.Unlock()
+	for _, name := range names {
+		s.reportResumed(name)
+	}
+}
+
+func (s *Store) reportResumed(name string) {
 	if s.o.Logger != nil {
-		s.o.Logger.Info("lease resumed", "policy", p.Name)
+		s.o.Logger.Info("lease resumed", "policy", name)
 	}
 	if s.o.OnLeaseFallback != nil {
-		s.o.OnLeaseFallback(p.Name, false)
+		s.o.OnLeaseFallback(name, false)
 	}
 }

@@ -33,9 +33,9 @@ func (s *Store) startHeartbeat() {
 	// there are, not for one.
 	s.beatOnce.Do(func() {
 		s.beat(false)
-		s.beating.Store(true)
-		s.bg.Add(1)
-		go s.heartbeatLoop()
+		if s.goBackground(s.heartbeatLoop) {
+			s.beating.Store(true)
+		}
 	})
 }
 
@@ -45,15 +45,7 @@ func (s *Store) startHeartbeat() {
 // or idle on leases when Redis fails then falls back to limit / N rather
 // than the whole limit, and no first decision waits for the first beat.
 func (s *Store) DeclareLeases() {
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		select {
-		case <-s.stop:
-		default:
-			s.startHeartbeat()
-		}
-	}()
+	s.goBackground(s.startHeartbeat)
 }
 
 // Instances returns N, the instances seen alive at the last heartbeat
@@ -64,7 +56,6 @@ func (s *Store) Instances() int { return s.instances() }
 func (s *Store) instances() int { return max(int(s.seen.Load()), 1) }
 
 func (s *Store) heartbeatLoop() {
-	defer s.bg.Done()
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
 	for {
@@ -74,6 +65,7 @@ func (s *Store) heartbeatLoop() {
 		case <-tick.C:
 		}
 		s.beat(false)
+		s.resumeIdle()
 	}
 }
 

@@ -130,9 +130,14 @@ type Store struct {
 	seen      atomic.Int64   // instances alive at the last heartbeat
 	beating   atomic.Bool    // the heartbeat loop runs
 	beatOnce  sync.Once      // starts it
-	calls     atomic.Int64   // Redis round trips of leases and heartbeats
-	bg        sync.WaitGroup // the lease sweep and heartbeats
-	refills   sync.WaitGroup // background lease refills
+	// life orders goroutines started after New (the heartbeat, which a
+	// reload may start) against Close: none is added to bg once closed
+	// is set.
+	life    sync.Mutex
+	closed  bool
+	calls   atomic.Int64   // Redis round trips of leases and heartbeats
+	bg      sync.WaitGroup // the lease sweep and heartbeats
+	refills sync.WaitGroup // background lease refills
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -316,6 +321,9 @@ func (s *Store) LastError() error {
 // of every lease (one pipelined batch, bounded by Timeout), and closes the
 // Redis client, and the fallback store when New created it.
 func (s *Store) Close() error {
+	s.life.Lock()
+	s.closed = true
+	s.life.Unlock()
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
 	s.bg.Wait()
@@ -342,4 +350,20 @@ func (s *Store) observe(start time.Time, err error) {
 	if s.o.Observe != nil {
 		s.o.Observe(time.Since(start), err)
 	}
+}
+
+// goBackground runs f on a goroutine Close waits for, unless the store is
+// closed, and reports whether it did.
+func (s *Store) goBackground(f func()) bool {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return false
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
+	return true
 }
