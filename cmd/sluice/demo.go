@@ -24,6 +24,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice demo: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
 	log, err := newLogger(*level, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice demo:", err)

@@ -23,3 +23,12 @@ func TestHelpExitsZero(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoRefusesArguments: demo takes flags only; a stray word is a
+// usage error, not a demo that starts and ignores it.
+func TestDemoRefusesArguments(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"demo", "extra"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unexpected argument "extra"`) {
+		t.Errorf("sluice demo extra: exit %d, stderr %q; want 2 naming the argument", code, errOut.String())
+	}
+}
