@@ -163,7 +163,36 @@ func (s *Store) probe() error {
 	if err := s.ping(s.looseTimeout()); err != nil {
 		return err
 	}
-	return s.ping(s.o.Timeout)
+	if err := s.ping(s.o.Timeout); err != nil {
+		return err
+	}
+	s.loadScripts()
+	return nil
+}
+
+// scriptSources are the sources of every script the store runs.
+var scriptSources = []string{commonSource + decideSource, resetSource, holdSource, heartbeatSource, commonSource + leaseSource, givebackSource}
+
+// loadScripts loads every script into every node, before the breaker
+// closes. A Redis that restarted has none, and a script's first call is
+// then EVALSHA, NOSCRIPT and EVAL: two round trips within a decision's
+// timeout, which a Redis slower than half of it never answers in time,
+// so no decision would ever succeed. It is best effort: a node that
+// fails to load one leaves that script to its first call.
+func (s *Store) loadScripts() {
+	c := s.client.Load()
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.looseTimeout())
+	defer cancel()
+	for _, node := range (*c).Nodes() {
+		cmds := make(rueidis.Commands, 0, len(scriptSources))
+		for _, src := range scriptSources {
+			cmds = append(cmds, node.B().ScriptLoad().Script(src).Build())
+		}
+		node.DoMulti(ctx, cmds...)
+	}
 }
 
 // looseTimeout bounds the round trips made off the request path:

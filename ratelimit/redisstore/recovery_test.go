@@ -25,8 +25,8 @@ func TestBreakerClosesAfterRestartOnLatentRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	const timeout, delay = 45 * time.Millisecond, 25 * time.Millisecond
 	addr := delayProxy(t, srv.Addr(), delay)
-	// Load the script up front: EVALSHA, NOSCRIPT, then EVAL is two round
-	// trips (a separate, older matter).
+	// Load the script up front, so that this test is about the PING
+	// alone (TestScriptsLoadedAfterRestartOnLatentRedis is about them).
 	srv.Do("SCRIPT", "LOAD", commonSource+decideSource)
 	s, err := New(context.Background(), Options{Addresses: []string{addr}, Timeout: timeout})
 	if err != nil {
@@ -220,5 +220,44 @@ func TestIdleLatentRedisRestart(t *testing.T) {
 	if _, ok := waitFor(4*time.Second, func() bool { return s.Healthy() && !s.br.open.Load() }); !ok {
 		t.Errorf("idle store, Redis restarted 6.5s ago and answering in %v (< timeout %v): never healthy in the last 4s; breaker open %v, last error %v",
 			delay, timeout, s.br.open.Load(), s.LastError())
+	}
+}
+
+// TestScriptsLoadedAfterRestartOnLatentRedis: a Redis restart drops the
+// scripts, and a script's first call is then EVALSHA, NOSCRIPT and EVAL,
+// two round trips that a Redis answering in 25ms never fits in a 45ms
+// timeout: no decision would ever succeed again. The probe loads every
+// script before it closes the breaker, so decisions go on through Redis.
+func TestScriptsLoadedAfterRestartOnLatentRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout, delay = 45 * time.Millisecond, 25 * time.Millisecond
+	addr := delayProxy(t, srv.Addr(), delay)
+	s, err := New(context.Background(), Options{Addresses: []string{addr}, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p := policyOf(t, "latent-scripts", ratelimit.FixedWindow, 100000, time.Hour)
+	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
+	out := make([]ratelimit.Decision, 1)
+	// through Redis: decided, and the breaker still closed after it.
+	through := func() bool {
+		err := s.Decide(context.Background(), time.Now(), reqs, out)
+		return err == nil && s.Healthy() && !s.br.open.Load()
+	}
+	settled := func() bool {
+		for range 5 {
+			if !through() {
+				return false
+			}
+		}
+		return true
+	}
+	if _, ok := waitFor(6*time.Second, settled); !ok {
+		t.Fatalf("no run of decisions through Redis before the restart: %v", s.LastError())
+	}
+	srv.Restart()
+	if took, ok := waitFor(6*time.Second, settled); !ok {
+		t.Fatalf("Redis back and answering in %v (< timeout %v): decisions still not through Redis after %v, last error %v", delay, timeout, took, s.LastError())
 	}
 }
