@@ -160,7 +160,7 @@ func (s *Store) ping(d time.Duration) error {
 // that would answer no decision in time, and closing the breaker on it
 // would send all traffic back to wait out the timeout, again and again.
 func (s *Store) probe() error {
-	if err := s.ping(s.looseTimeout()); err != nil {
+	if err := s.ping(s.probeTimeout()); err != nil {
 		return err
 	}
 	if err := s.ping(s.o.Timeout); err != nil {
@@ -184,7 +184,7 @@ func (s *Store) loadScripts() {
 	if c == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.looseTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), s.probeTimeout())
 	defer cancel()
 	for _, node := range (*c).Nodes() {
 		cmds := make(rueidis.Commands, 0, len(scriptSources))
@@ -196,8 +196,13 @@ func (s *Store) loadScripts() {
 }
 
 // looseTimeout bounds the round trips made off the request path:
-// heartbeats, idle pings and a probe's first.
+// heartbeats and idle pings.
 func (s *Store) looseTimeout() time.Duration { return max(s.o.Timeout, 100*time.Millisecond) }
+
+// probeTimeout bounds a probe's first PING and its script loads: a
+// connection made again takes a dial, a HELLO and the PING, and no
+// request waits on the probe.
+func (s *Store) probeTimeout() time.Duration { return max(4*s.o.Timeout, 250*time.Millisecond) }
 
 // isOOMReply reports whether err carries Redis's OOM error reply.
 func isOOMReply(err error) bool {

@@ -5,6 +5,8 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -223,41 +225,30 @@ func TestIdleLatentRedisRestart(t *testing.T) {
 	}
 }
 
-// TestScriptsLoadedAfterRestartOnLatentRedis: a Redis restart drops the
-// scripts, and a script's first call is then EVALSHA, NOSCRIPT and EVAL,
-// two round trips that a Redis answering in 25ms never fits in a 45ms
-// timeout: no decision would ever succeed again. The probe loads every
-// script before it closes the breaker, so decisions go on through Redis.
-func TestScriptsLoadedAfterRestartOnLatentRedis(t *testing.T) {
+// TestScriptsLoadedBeforeBreakerCloses: a Redis restart drops the scripts
+// (and a fresh one has none), and a script's first call is then EVALSHA,
+// NOSCRIPT and EVAL: two round trips, which a Redis slower than half the
+// timeout never fits, so no decision would go through it again. The
+// probe loads every script into Redis before it closes the breaker.
+func TestScriptsLoadedBeforeBreakerCloses(t *testing.T) {
 	srv := redistest.Start(t)
-	const timeout, delay = 45 * time.Millisecond, 25 * time.Millisecond
-	addr := delayProxy(t, srv.Addr(), delay)
-	s, err := New(context.Background(), Options{Addresses: []string{addr}, Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	reqs := []ratelimit.Request{{Policy: policyOf(t, "scripts", ratelimit.FixedWindow, 100, time.Hour), Key: "k"}}
+	decideTimed(t, s, reqs)
+	srv.Kill()
+	if _, ok := waitFor(3*time.Second, func() bool { decideTimed(t, s, reqs); return s.br.open.Load() }); !ok {
+		t.Fatal("breaker not open with Redis gone")
 	}
-	defer s.Close()
-	p := policyOf(t, "latent-scripts", ratelimit.FixedWindow, 100000, time.Hour)
-	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
-	out := make([]ratelimit.Decision, 1)
-	// through Redis: decided, and the breaker still closed after it.
-	through := func() bool {
-		err := s.Decide(context.Background(), time.Now(), reqs, out)
-		return err == nil && s.Healthy() && !s.br.open.Load()
+	srv.Restart() // empty: no scripts
+	// No decision is sent while it is open: once it closes, what Redis
+	// has is what the probe loaded.
+	if _, ok := waitFor(5*time.Second, func() bool { return !s.br.open.Load() }); !ok {
+		t.Fatalf("breaker still open: %v", s.LastError())
 	}
-	settled := func() bool {
-		for range 5 {
-			if !through() {
-				return false
-			}
+	for _, src := range scriptSources {
+		sum := sha1.Sum([]byte(src))
+		if got := srv.Do("SCRIPT", "EXISTS", hex.EncodeToString(sum[:])); got != "1" {
+			t.Errorf("script %.40q...: SCRIPT EXISTS %s after the breaker closed, want 1", src, got)
 		}
-		return true
-	}
-	if _, ok := waitFor(6*time.Second, settled); !ok {
-		t.Fatalf("no run of decisions through Redis before the restart: %v", s.LastError())
-	}
-	srv.Restart()
-	if took, ok := waitFor(6*time.Second, settled); !ok {
-		t.Fatalf("Redis back and answering in %v (< timeout %v): decisions still not through Redis after %v, last error %v", delay, timeout, took, s.LastError())
 	}
 }
