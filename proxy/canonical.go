@@ -7,8 +7,6 @@ import (
 	"net/url"
 	"strings"
 
-	"golang.org/x/net/http/httpguts"
-
 	"github.com/sluicehq/sluice/routes"
 )
 
@@ -152,14 +150,14 @@ func cleanHeaders(h http.Header, trusted bool) {
 	// sees: an upstream that took "Upgrade: h2c" would serve HTTP/2 on
 	// it, as many requests as the client sends. Any other upgrade is
 	// ignored, as RFC 9110 lets a server do, and the request goes on as
-	// HTTP/1.1; HTTP2-Settings means nothing without one.
-	// Upgrade stays only where ReverseProxy forwards it, on a handshake
-	// whose Connection names it: elsewhere the upstream never gets it, and
-	// a route matching "Upgrade: websocket" would take a plain request
-	// past the limits of the route the upstream serves it as.
+	// HTTP/1.1; HTTP2-Settings means nothing without one. Upgrade also
+	// stays only where ReverseProxy forwards it, on a handshake whose
+	// Connection names it (upgradeType): elsewhere the upstream never
+	// gets it, and a route matching "Upgrade: websocket" would take a
+	// plain request past the limits of the route the upstream serves it
+	// as.
 	if up := h["Upgrade"]; up != nil {
-		if len(up) != 1 || !strings.EqualFold(up[0], "websocket") || // trimmed above
-			!httpguts.HeaderValuesContainsToken(h["Connection"], "Upgrade") {
+		if len(up) != 1 || !strings.EqualFold(up[0], "websocket") || upgradeType(h) == "" { // trimmed above
 			delete(h, "Upgrade")
 		}
 		delete(h, "Http2-Settings")

@@ -546,23 +546,19 @@ func (w *recorder) sent() {
 var gatewayHeaders = append([]string{hRequestID}, limitHeaders...)
 
 func (w *recorder) WriteHeader(code int) {
-	if code < 200 && code != http.StatusSwitchingProtocols && w.http10 {
-		// Not sent (see http10), but ReverseProxy clears the header map
-		// after passing it on all the same: the gateway's fields are
-		// kept for the final answer, as for one that goes out.
-		if !w.wrote && w.kept == nil {
-			w.keep()
-		}
+	informational := code < 200 && code != http.StatusSwitchingProtocols
+	if informational && !w.wrote && w.kept == nil {
+		// ReverseProxy clears the header map after passing a 1xx on,
+		// sent or not (see http10).
+		w.keep()
+	}
+	if informational && w.http10 {
 		return
 	}
 	w.extend()
-	if !w.wrote {
-		if code >= 200 || code == http.StatusSwitchingProtocols {
-			defer w.body.answering()()
-			w.final(code)
-		} else if w.kept == nil {
-			w.keep()
-		}
+	if !w.wrote && !informational {
+		defer w.body.answering()()
+		w.final(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 	if code < 200 {
