@@ -274,14 +274,14 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 	policies := d.policies(m["policies"].val, "policies")
 	c.Policies = make(map[string]*ratelimit.Policy, len(policies))
 	for name, p := range policies {
-		if p != nil {
+		if p != nil && !p.broken {
 			c.Policies[name] = p.pol
 		}
 	}
 	c.Table = d.routes(m["routes"].val, "routes", policies, c.Policies)
 	c.Overrides = map[string]*Overrides{}
 	for name, p := range policies {
-		if p != nil && p.overrides != nil {
+		if p != nil && !p.broken && p.overrides != nil {
 			c.Overrides[name] = p.overrides
 		}
 	}

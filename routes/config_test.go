@@ -142,6 +142,11 @@ testdata/bad_sync.yaml:29:75: routes[0].limits[0].sync: lease works with fixed_w
 	{"bad_tls_empty.yaml", `testdata/bad_tls_empty.yaml:2:3: tls: needs certificates or acme`},
 	{"bad_two_documents.yaml", `testdata/bad_two_documents.yaml:4:1: a config file holds one YAML document, not 2`},
 	{"bad_two_leaky.yaml", `testdata/bad_two_leaky.yaml:13:9: routes[0].limits[1]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])`},
+	// Route checks see invalid policies too, so that one run reports all.
+	{"bad_two_leaky_invalid.yaml", `testdata/bad_two_leaky_invalid.yaml:4:12: policies.shaping.limit: must be > 0
+testdata/bad_two_leaky_invalid.yaml:13:9: routes[0].limits[1]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])
+testdata/bad_two_leaky_invalid.yaml:14:9: routes[0].limits[2]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])
+testdata/bad_two_leaky_invalid.yaml:14:53: routes[0].limits[2].window: must be > 0`},
 	{"bad_types.yaml", `testdata/bad_types.yaml:1:9: listen: must be a single value, not a list
 testdata/bad_types.yaml:2:19: log.access_log: must be true or false, not "maybe"
 testdata/bad_types.yaml:6:12: policies.per-ip.limit: must be a whole number, not "ten"
@@ -161,6 +166,7 @@ testdata/bad_spans.yaml:12:12: policies.yearly.burst: burst x interval (3000 x 8
 testdata/bad_spans.yaml:16:12: policies.too-fast.limit: the interval window / limit is 500ns, not a whole number of microseconds; rounded up to 1µs it would admit 50% fewer requests than 2000000 per 1s (at most 0.1% is allowed)
 testdata/bad_spans.yaml:24:15: policies.no-wait.max_wait: must be > 0; leave it out for the default, queue x interval, or set queue: 0 to reject whatever cannot leave at once
 testdata/bad_spans.yaml:30:12: policies.no-burst.burst: must be > 0; leave it out for the default, limit
+testdata/bad_spans.yaml:39:9: routes[0].limits[3]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])
 testdata/bad_spans.yaml:41:54: routes[0].limits[5].window: 1.5µs is not a whole number of microseconds, which the stores count in`},
 	{"bad_zero_window.yaml", `testdata/bad_zero_window.yaml:7:54: routes[1].limits[0].window: must be > 0`},
 }

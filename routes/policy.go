@@ -20,12 +20,19 @@ type policyDef struct {
 	// countStatus lists the statuses that spend budget; nil: all do.
 	countStatus *StatusSet
 	overrides   *Overrides // nil when none
+
+	// broken is set when the policy did not compile (pol is nil); its
+	// algorithm, when it was valid, still takes part in the checks of the
+	// routes that list it, so that one run reports every problem.
+	broken    bool
+	algorithm ratelimit.Algorithm
 }
 
 var policyFields = []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow", "count_status", "block", "overrides", "max_keys", "sync"}
 
 // policies decodes the named policies. A name that failed to compile maps
-// to nil, so references to it are not reported as unknown as well.
+// to a broken policyDef, or to nil when it is not even a mapping, so
+// references to it are not reported as unknown as well.
 func (d *decoder) policies(n *yaml.Node, path string) map[string]*policyDef {
 	out := map[string]*policyDef{}
 	for _, e := range d.entries(n, path) {
@@ -163,6 +170,9 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	}
 
 	def := &policyDef{pol: pol, node: n, countStatus: countStatus}
+	if !skip["algorithm"] {
+		def.algorithm = p.Algorithm
+	}
 	def.overrides = d.overrides(m["overrides"].val, field(path, "overrides"), p, pol != nil)
 	kp := field(path, "key")
 	var texts []string
@@ -183,7 +193,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	}
 	def.text = strings.Join(texts, "|")
 	if len(d.probs) > before || pol == nil {
-		return nil
+		def.pol, def.broken = nil, true
 	}
 	return def
 }

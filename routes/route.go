@@ -276,12 +276,15 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 		if def == nil {
 			continue
 		}
-		if def.pol.Algorithm == ratelimit.LeakyBucket {
+		if def.algorithm == ratelimit.LeakyBucket {
 			if leaky != "" {
 				d.errorf(ln, p, "a route has at most one leaky_bucket limit (the first is %s)", leaky)
 				continue
 			}
 			leaky = p
+		}
+		if def.broken {
+			continue
 		}
 		if deref(ln).Kind != yaml.ScalarNode {
 			all[def.pol.Name] = def.pol
