@@ -59,6 +59,7 @@ type Gateway struct {
 	drainCtx  context.Context // done once shutdown begins
 	drainNow  context.CancelFunc
 	deadline  atomic.Pointer[time.Time] // by when shutdown cuts off, with its monotonic reading
+	drain     *ratelimit.Drain          // the shutdown as the stores' Wait sees it
 }
 
 // UnmatchedRoute is the route label of requests that matched no route.
@@ -103,6 +104,7 @@ func New(o Options) *Gateway {
 	}
 	g := &Gateway{log: o.Logger, metrics: o.Metrics, transport: o.Transport, clock: o.Clock, access: o.AccessLog}
 	g.drainCtx, g.drainNow = context.WithCancel(context.Background())
+	g.drain = &ratelimit.Drain{Done: g.drainCtx.Done(), Deadline: func() time.Time { return *g.deadline.Load() }}
 	return g
 }
 

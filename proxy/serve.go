@@ -356,29 +356,36 @@ func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Re
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	// When shutdown begins, a request that cannot leave before the
-	// deadline is answered at once; the others keep their place but are cut
-	// off at the deadline.
+	// deadline is answered at once (the store tells, see ratelimit.Drain);
+	// the others keep their place but are cut off at the deadline.
 	stop := context.AfterFunc(g.drainCtx, func() {
-		// Departures and the deadline both carry monotonic readings, so
-		// a wall clock step moves neither.
-		deadline := *g.deadline.Load()
-		if d.Departure.After(deadline) {
-			cancel(errShuttingDown)
-			return
-		}
-		t := time.AfterFunc(time.Until(deadline), func() { cancel(errShuttingDown) })
+		t := time.AfterFunc(time.Until(*g.deadline.Load()), func() { cancel(errShuttingDown) })
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	defer stop()
+	ctx = ratelimit.WithDrain(ctx, g.drain)
+	peer := watchPeer(ctx, cancel, r)
 	rt.queue.Enter()
 	start := time.Now()
 	err := s.store.Wait(ctx, req, d)
 	ex.waited = time.Since(start)
 	rt.queue.Leave(ex.waited)
+	if peer != nil {
+		peer.stop()
+		if err == nil && peer.gone() {
+			// Gone at the departure itself: its place is spent, but
+			// the request goes no further.
+			err = errClientGone
+			cancel(errClientGone)
+		}
+	}
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(context.Cause(ctx), errShuttingDown):
+	case errors.Is(context.Cause(ctx), errClientGone):
+		ex.clientGone = true
+		return false
+	case errors.Is(err, ratelimit.ErrDrained), errors.Is(context.Cause(ctx), errShuttingDown):
 		w.Header()[hRetryAfter] = []string{"1"}
 		problem.Error(w, http.StatusServiceUnavailable, "sluice is shutting down; the request left the queue before reaching the upstream")
 		return false

@@ -80,8 +80,10 @@ type Store interface {
 	// Wait holds a request that a leaky_bucket limit admitted with a
 	// Delay until its Departure; d is the Decision, Ticket included, that
 	// the store made. It returns nil when the request may leave
-	// and ctx.Err() when ctx ends first; a request that gives up returns
-	// its place in the queue.
+	// and ctx.Err() when ctx ends first, or ErrDrained when ctx carries a
+	// Drain (WithDrain) that begins while the request's departure lies
+	// after its deadline; a request that gives up returns its place in
+	// the queue.
 	Wait(ctx context.Context, r Request, d Decision) error
 	// Refund gives back, at now, the units that the admitted decisions ds
 	// took from the buckets of reqs (ds[i] from reqs[i]): each bucket is

@@ -75,19 +75,47 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 
 	// A bucket with requests in Wait is never removed, but it moves in
 	// its shard's table: after each unlock it is looked up again.
-	select {
-	case <-w.timer.C:
-		// A departure only ever moves earlier, so any firing means due.
-		w.leaving.Store(true)
-		if queued {
+	drained, drain := DrainOf(ctx)
+	for {
+		select {
+		case <-w.timer.C:
+			// A departure only ever moves earlier, so any firing means due.
+			w.leaving.Store(true)
+			if queued {
+				s.mu.Lock()
+				e := s.find(h, r.Policy, r.Key)
+				e.dequeueLocked(w)
+				e.unlock(false)
+				s.mu.Unlock()
+			}
+			return nil
+		case <-drained:
+			// Where the departure stands now, under the bucket's lock,
+			// which guards it.
+			drained = nil
 			s.mu.Lock()
-			e := s.find(h, r.Policy, r.Key)
-			e.dequeueLocked(w)
-			e.unlock(false)
+			var e *entry
+			if queued {
+				e = s.find(h, r.Policy, r.Key)
+			}
+			cut := drain.Cuts(time.Duration(w.dep - m.clock().UnixNano()))
+			if cut {
+				w.leaving.Store(true)
+				if queued {
+					m.giveUpLocked(e, w)
+				}
+			}
+			if e != nil {
+				e.unlock(false)
+			}
 			s.mu.Unlock()
+			if cut {
+				return ErrDrained
+			}
+			continue
+		case <-ctx.Done():
 		}
-		return nil
-	case <-ctx.Done():
+		break
 	}
 	w.leaving.Store(true)
 	if queued {

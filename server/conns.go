@@ -3,10 +3,12 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -164,6 +166,16 @@ func (tc *trackedConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return tc.Close()
+}
+
+// SyscallConn gives the socket under the connection, whose TCP state a
+// request waiting in a queue reads to tell whether its client is still
+// there.
+func (tc *trackedConn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := tc.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (tc *trackedConn) Close() error {

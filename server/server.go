@@ -256,6 +256,8 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       errorLog(s.log),
 		TLSConfig:      tc,
+		// A queued request checks its client through its connection.
+		ConnContext: proxy.WithConn,
 		HTTP2: &http.HTTP2Config{
 			// nginx's http2_max_concurrent_streams; net/http's 250
 			// let one connection hold 250 requests, each with its

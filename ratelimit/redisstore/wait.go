@@ -35,10 +35,22 @@ func (s *Store) Wait(ctx context.Context, r ratelimit.Request, d ratelimit.Decis
 	if ctx.Err() == nil {
 		timer := time.NewTimer(time.Until(d.Departure))
 		defer timer.Stop()
-		select {
-		case <-timer.C:
-			return nil
-		case <-ctx.Done():
+		drained, drain := ratelimit.DrainOf(ctx)
+	wait:
+		for {
+			select {
+			case <-timer.C:
+				return nil
+			case <-drained:
+				// Redis's departures do not move: d's still holds.
+				drained = nil
+				if drain.Cuts(time.Until(d.Departure)) {
+					s.giveBack(r, d)
+					return ratelimit.ErrDrained
+				}
+			case <-ctx.Done():
+				break wait
+			}
 		}
 	}
 	s.giveBack(r, d)

@@ -1,0 +1,97 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// connKey is the context key under which WithConn keeps a connection.
+type connKey struct{}
+
+// WithConn is an http.Server's ConnContext: it keeps each connection in
+// the contexts of its requests, so that a request waiting in a queue can
+// tell whether its client is still there (see watchPeer).
+func WithConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// peerPoll is how often a waiting HTTP/1 request with a body checks that
+// its client is still connected.
+const peerPoll = time.Second
+
+// errClientGone ends the wait of a request whose client closed its
+// connection.
+var errClientGone = errors.New("client closed the connection")
+
+// peerWatch checks, every peerPoll while a request waits, whether its
+// client has closed the connection, and then ends the wait.
+//
+// net/http notices that an HTTP/1 client went away only by reading the
+// connection, which it starts once the request's body has been read to
+// its end. A request in a queue has not had its body read: a client may
+// send all of it, close, and net/http would still forward the request,
+// from the socket's buffer, at its departure. The connection's TCP state
+// tells what net/http cannot see yet.
+type peerWatch struct {
+	conn   net.Conn
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+// watchPeer starts watching r's client for a request that waits with ctx,
+// which cancel ends, or returns nil when there is nothing to watch: a
+// request without a body (net/http already watches its connection), one
+// over HTTP/2 (whose streams end on their own), or one whose connection
+// WithConn did not keep.
+func watchPeer(ctx context.Context, cancel context.CancelCauseFunc, r *http.Request) *peerWatch {
+	if r.ProtoMajor != 1 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	c, ok := r.Context().Value(connKey{}).(net.Conn)
+	if !ok || !canCheckPeer {
+		return nil
+	}
+	w := &peerWatch{conn: c, ctx: ctx, cancel: cancel}
+	w.mu.Lock()
+	w.timer = time.AfterFunc(peerPoll, w.check)
+	w.mu.Unlock()
+	return w
+}
+
+func (w *peerWatch) check() {
+	if w.ctx.Err() != nil {
+		return
+	}
+	if w.gone() {
+		w.cancel(errClientGone)
+		return
+	}
+	w.mu.Lock()
+	w.timer.Reset(peerPoll)
+	w.mu.Unlock()
+}
+
+// gone reports whether the client has closed its side of the connection
+// (or reset it). It closes the connection then: no answer is owed to a
+// client that left, and net/http would otherwise write one to it.
+func (w *peerWatch) gone() bool {
+	if !peerClosed(w.conn) {
+		return false
+	}
+	w.conn.Close()
+	return true
+}
+
+// stop ends the watch.
+func (w *peerWatch) stop() {
+	w.mu.Lock()
+	w.timer.Stop()
+	w.mu.Unlock()
+}
