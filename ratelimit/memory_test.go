@@ -539,3 +539,20 @@ func TestRefundAcrossSettingsReload(t *testing.T) {
 		})
 	}
 }
+
+// TestLongestBlockBlocks: a block of MaxSpan, the longest NewPolicy
+// takes, ends after it starts, so the key stays blocked past the window.
+func TestLongestBlockBlocks(t *testing.T) {
+	t.Parallel()
+	p := MustPolicy(Policy{Name: "login", Algorithm: FixedWindow, Limit: 1, Window: time.Minute, Block: MaxSpan})
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	admitOne(t, m, t0, p, "k")
+	if d := decideOne(t, m, t0, p, "k"); d.Allowed {
+		t.Fatalf("2nd request: got %+v, want rejected", d)
+	}
+	later := t0.Add(2 * time.Minute) // the next window: only the block refuses
+	if d := decideOne(t, m, later, p, "k"); d.Allowed || !d.Blocked || d.RetryAfter != MaxSpan-2*time.Minute {
+		t.Errorf("at +2m: got Allowed %v Blocked %v RetryAfter %v, want blocked for %v", d.Allowed, d.Blocked, d.RetryAfter, MaxSpan-2*time.Minute)
+	}
+}

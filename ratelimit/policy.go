@@ -77,7 +77,7 @@ type Policy struct {
 	Shadow bool
 	// Block is how long a key is refused by this policy once the policy
 	// rejects one of its requests; 0 (the default) blocks nothing. Shadow
-	// policies never reject, so never block.
+	// policies never reject, so never block. At most MaxSpan.
 	Block time.Duration
 	// Sync is how the Redis store shares the budget between instances:
 	// SyncPerRequest (the zero value) runs a script per decision,
@@ -214,11 +214,11 @@ func NewPolicy(p Policy) (*Policy, error) {
 	return &p, nil
 }
 
-// MaxSpan is the longest time a policy may need to remember: its window, a
-// token_bucket's burst x interval and a leaky_bucket's longest wait. Decision
-// times are Unix nanoseconds in an int64 (until 2262) and microseconds in a
-// Lua double (exact until 2255), so a span of up to a century keeps every
-// sum of a time and a span exact.
+// MaxSpan is the longest time a policy may need to remember: its window
+// and its block, a token_bucket's burst x interval and a leaky_bucket's
+// longest wait. Decision times are Unix nanoseconds in an int64 (until
+// 2262) and microseconds in a Lua double (exact until 2255), so a span of
+// up to a century keeps every sum of a time and a span exact.
 const MaxSpan = 100 * 365 * 24 * time.Hour
 
 // lossDenominator bounds what rounding an interval up to a whole
@@ -242,8 +242,8 @@ func intervalOf(window, limit int64) int64 {
 
 // checkSpans reports what the stores cannot represent exactly: a window
 // that is not a whole number of microseconds, an interval that rounding to
-// a whole microsecond would lengthen by more than 0.1%, and spans longer
-// than MaxSpan. It sets p.tolerance and the default MaxWait on the way. The
+// a whole microsecond would lengthen by more than 0.1%, and spans (a
+// block's among them) longer than MaxSpan. It sets p.tolerance and the default MaxWait on the way. The
 // products are computed so that they cannot overflow. burstSet tells an
 // explicit burst from one defaulted to Limit, which is the window's doing.
 func (p *Policy) checkSpans(burstSet bool) []error {
@@ -255,6 +255,10 @@ func (p *Policy) checkSpans(burstSet bool) []error {
 	}
 	if p.Window > MaxSpan {
 		errs = append(errs, fmt.Errorf("window: must be at most 100 years (%v)", MaxSpan))
+	}
+	if p.Block > MaxSpan {
+		// The block's end, now + Block, would wrap past 2262.
+		errs = append(errs, fmt.Errorf("block: must be at most 100 years (%v)", MaxSpan))
 	}
 	if wholeUs && (p.Algorithm == TokenBucket || p.Algorithm == LeakyBucket) {
 		// The rate lost is (interval x limit - window) / window; the excess

@@ -95,6 +95,8 @@ func TestNewPolicyUnrepresentable(t *testing.T) {
 			"max_wait: must be at most 100 years (876000h0m0s)"},
 		{"queue overflowing int64", Policy{Algorithm: LeakyBucket, Limit: 1, Window: time.Hour, Queue: 1 << 62},
 			"queue: queue x interval (4611686018427387904 x 1h0m0s) must be at most 100 years: set a max_wait, or a smaller queue"},
+		{"block over a century", Policy{Algorithm: FixedWindow, Limit: 1, Window: time.Minute, Block: 2_500_000 * time.Hour},
+			"block: must be at most 100 years (876000h0m0s)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -166,8 +166,10 @@ testdata/bad_spans.yaml:12:12: policies.yearly.burst: burst x interval (3000 x 8
 testdata/bad_spans.yaml:16:12: policies.too-fast.limit: the interval window / limit is 500ns, not a whole number of microseconds; rounded up to 1µs it would admit 50% fewer requests than 2000000 per 1s (at most 0.1% is allowed)
 testdata/bad_spans.yaml:24:15: policies.no-wait.max_wait: must be > 0; leave it out for the default, queue x interval, or set queue: 0 to reject whatever cannot leave at once
 testdata/bad_spans.yaml:30:12: policies.no-burst.burst: must be > 0; leave it out for the default, limit
-testdata/bad_spans.yaml:39:9: routes[0].limits[3]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])
-testdata/bad_spans.yaml:41:54: routes[0].limits[5].window: 1.5µs is not a whole number of microseconds, which the stores count in`},
+testdata/bad_spans.yaml:36:12: policies.lockout.block: must be at most 100 years (876000h0m0s)
+testdata/bad_spans.yaml:45:9: routes[0].limits[3]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])
+testdata/bad_spans.yaml:48:54: routes[0].limits[6].window: 1.5µs is not a whole number of microseconds, which the stores count in
+testdata/bad_spans.yaml:49:64: routes[0].limits[7].block: must be at most 100 years (876000h0m0s)`},
 	{"bad_zero_window.yaml", `testdata/bad_zero_window.yaml:7:54: routes[1].limits[0].window: must be > 0`},
 }
 

@@ -133,7 +133,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	nodes := map[string]*yaml.Node{
 		"algorithm": alg.n, "limit": limit.n, "window": window.n,
 		"burst": burst.n, "queue": queue.n, "max_wait": maxWait.n,
-		"sync": sync.n,
+		"block": block.n, "sync": sync.n,
 	}
 	if p.Algorithm != ratelimit.LeakyBucket && !queue.set && maxWait.set {
 		// NewPolicy files a lone max_wait under queue.
