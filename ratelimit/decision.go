@@ -57,6 +57,14 @@ type Ticket struct {
 	// resets; the Redis store keeps a count per bucket, and names each
 	// lease.
 	Gen int64
+	// Life tells, for the memory store, the state the unit was taken
+	// from apart from a later one that a reload made afresh for new
+	// settings: it numbers the policy whose settings started the
+	// bucket's state. A reload that changes a policy and a second that
+	// changes it back make the bucket afresh twice, with settings equal
+	// to the unit's, and a unit taken before both settles against
+	// neither. (The Redis store keeps each settings' buckets apart.)
+	Life int64
 }
 
 // Request names one bucket: a policy and the consumer's key values.

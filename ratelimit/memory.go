@@ -359,7 +359,7 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 			continue
 		}
 		if e := s.find(h, r.Policy, r.Key); e != nil {
-			if e.pol.Settings() == r.Policy.Settings() {
+			if e.pol.serial == ds[i].Ticket.Life && e.pol.Settings() == r.Policy.Settings() {
 				e.settleLocked(r.Policy, t, ds[i].Ticket, refund)
 			}
 			e.unlock(false)
@@ -484,11 +484,15 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 // refreshLocked starts the state afresh when the policy behind the bucket
 // changed its settings (a reload); a policy with equal settings keeps it.
 // Idle state needs no reset: every step treats old state as spent.
+//
+// e.pol stays the policy that started the state, or one with its
+// settings that replaced it afresh (Reset), so that its number tells each
+// start of the state from the others: a ticket carries it (Ticket.Life),
+// and a unit of a state that a reload to other settings and one back
+// replaced is settled against neither. Only settings are read of e.pol.
 func (e *entry) refreshLocked(p *Policy) {
-	if e.pol != p {
-		if e.pol.Settings() != p.Settings() {
-			e.resetLocked(p)
-		}
+	if e.pol != p && e.pol.Settings() != p.Settings() {
+		e.resetLocked(p)
 		e.pol = p
 	}
 }
@@ -595,6 +599,7 @@ func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
 // unit is, for Refund and Wait: the state right after the step names it.
 func (e *entry) ticketLocked(p *Policy, d *Decision) {
 	d.Ticket.Store = memoryTicket
+	d.Ticket.Life = e.pol.serial
 	switch p.Algorithm {
 	case TokenBucket:
 		d.Ticket.At = e.s[0]

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sync/atomic"
 	"time"
 )
 
@@ -100,10 +101,14 @@ type Policy struct {
 	window    int64  // Window in nanoseconds, a whole number of microseconds
 	tolerance int64  // leaky_bucket: longest acceptable wait, min(Queue*interval, MaxWait) in whole microseconds
 	nameHash  uint64 // Name hashed with nameSeed, for the stores' tables
+	serial    int64  // tells this compiled policy from every other: see Ticket.Life
 }
 
 // nameSeed hashes policy names, once per policy rather than per decision.
 var nameSeed = maphash.MakeSeed()
+
+// policies counts the policies NewPolicy compiled, to number them.
+var policies atomic.Int64
 
 // Settings are the fields of a Policy that decide what its state means. Two
 // policies with equal Settings can share state, which is how a reload keeps
@@ -211,6 +216,7 @@ func NewPolicy(p Policy) (*Policy, error) {
 		return nil, err
 	}
 	p.nameHash = maphash.String(nameSeed, p.Name)
+	p.serial = policies.Add(1)
 	return &p, nil
 }
 

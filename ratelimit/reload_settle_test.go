@@ -168,3 +168,61 @@ func TestHeldUnitSettlesAcrossTwoReloads(t *testing.T) {
 		t.Errorf("a day later: got remaining %d, want the whole burst, 3: the hold was never ended", d.Remaining)
 	}
 }
+
+// TestRefundAfterChangeAndBackGivesNothing: A -> B -> A. A unit taken
+// under the first A and given back after the bucket was made afresh for B
+// and again for the second A gives nothing to that fresh bucket, which
+// never counted it: its window would admit limit + 1.
+func TestRefundAfterChangeAndBackGivesNothing(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindowCounter, SlidingWindowLog, TokenBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			a1 := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true})
+			b := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 3, Window: time.Hour, Hold: true})
+			a2 := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true})
+			m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+			defer m.Close()
+			inflight := admitOne(t, m, t0, a1, "alice") // its answer not yet known
+			admitOne(t, m, t0.Add(time.Second), b, "alice")
+			admitted := 0
+			if decideOne(t, m, t0.Add(2*time.Second), a2, "alice").Allowed {
+				admitted++
+			}
+			// The in-flight request is answered, not counted: given back.
+			m.Refund(context.Background(), t0.Add(2*time.Second), []Request{{Policy: a1, Key: "alice"}}, []Decision{inflight})
+			for range 3 {
+				if decideOne(t, m, t0.Add(2*time.Second), a2, "alice").Allowed {
+					admitted++
+				}
+			}
+			if admitted > 2 {
+				t.Errorf("under the second A (limit 2 per hour): got %d admitted, want at most 2", admitted)
+			}
+		})
+	}
+}
+
+// TestRefundAfterUnchangedReloadGivesBack: a reload that keeps the
+// settings keeps the bucket, so a unit taken before it is still given
+// back, however many such reloads came between.
+func TestRefundAfterUnchangedReloadGivesBack(t *testing.T) {
+	t.Parallel()
+	for _, alg := range []Algorithm{FixedWindow, SlidingWindowCounter, SlidingWindowLog, TokenBucket} {
+		t.Run(alg.String(), func(t *testing.T) {
+			t.Parallel()
+			v1 := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true})
+			v2 := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true})
+			v3 := MustPolicy(Policy{Name: "login", Algorithm: alg, Limit: 2, Window: time.Hour, Hold: true})
+			m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+			defer m.Close()
+			inflight := admitOne(t, m, t0, v1, "alice")
+			kept := admitOne(t, m, t0, v2, "alice")
+			m.Keep(context.Background(), t0, []Request{{Policy: v2, Key: "alice"}}, []Decision{kept})
+			m.Refund(context.Background(), t0, []Request{{Policy: v1, Key: "alice"}}, []Decision{inflight})
+			if d, _ := m.Peek(context.Background(), t0, Request{Policy: v3, Key: "alice"}); d.Remaining != 1 {
+				t.Errorf("after the refund: got remaining %d, want 1 (the unit of before the reloads was not given back)", d.Remaining)
+			}
+		})
+	}
+}
