@@ -369,7 +369,8 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 }
 
 // Reset implements Store. Requests already waiting in a leaky_bucket's
-// queue keep their departures.
+// queue keep their departures, and the next leaves one interval after
+// the last of them (see resetLocked).
 //
 // A bucket evicted live that the record of evicted buckets still holds is
 // made again, fresh: its entry in the record would otherwise bring it back
@@ -497,13 +498,21 @@ func (e *entry) refreshLocked(p *Policy) {
 	}
 }
 
+// resetLocked makes the state fresh for p. Requests waiting in the
+// bucket's queue keep their departures, of a schedule that ends here; a
+// leaky_bucket's new schedule starts one interval of p after the last of
+// them, as HoldDepartures starts one after another store's, so that
+// requests still leave one per interval in arrival order instead of
+// the new schedule's beside the old one's until it drains.
 func (e *entry) resetLocked(p *Policy) {
 	e.s = [3]int64{}
 	if e.waitedLocked() {
-		// The waiting requests' departures are of the schedule that
-		// ends here.
 		for w := e.ext.wq.head; w != nil; w = w.next {
 			w.old = true
+		}
+		if p.Algorithm == LeakyBucket {
+			// The queue is in departure order.
+			e.s[0] = e.ext.wq.tail.dep + p.interval
 		}
 	}
 	switch {

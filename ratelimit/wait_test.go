@@ -203,14 +203,15 @@ func TestWaitGiveUpAfterReset(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- m.Wait(ctx, r, d) }()
 	waitFor(t, m, r, 1)
-	q := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 2, Window: time.Minute, Queue: 2})
+	q := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 2, Window: time.Minute, Queue: 4})
+	// The new schedule starts an interval after the waiter: now+90s.
 	m.Decide(context.Background(), now, []Request{{Policy: q, Key: "k"}}, out)
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want %v", err, context.Canceled)
 	}
 	m.Decide(context.Background(), now, []Request{{Policy: q, Key: "k"}}, out)
-	if got, want := out[0].Delay, 30*time.Second; got != want {
+	if got, want := out[0].Delay, 120*time.Second; got != want {
 		t.Errorf("second request under the new settings: got Delay %v, want %v", got, want)
 	}
 }
