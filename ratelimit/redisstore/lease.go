@@ -73,8 +73,8 @@ type lease struct {
 	scoreAt  time.Time // when score was last decayed
 	lastNow  time.Time // the latest decision time
 	lastUse  time.Time // the latest arrival, on this process's clock
-	quiet    time.Time // exhausted: reject without asking until then
-	retryAt  time.Time // exhausted: when a unit may be free
+	quiet    time.Time // Redis was short: reject without asking until then
+	retryAt  time.Time // Redis was short: when a unit may be free there
 	resetAt  time.Time // when the bucket is whole, as last heard
 	remote   int64     // what the bucket had left, as last heard
 	inflight chan struct{}
@@ -411,6 +411,12 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	}
 	l.remote = rep.remaining
 	l.resetAt = now.Add(rep.reset)
+	if rep.granted < want || rep.granted == 0 {
+		// Short: the lease's rejections, until the next call, say when
+		// Redis may have a unit again. (A partial grant is short too: the
+		// rejections once its units are spent must not say sooner.)
+		l.retryAt = now.Add(max(rep.retry, time.Microsecond))
+	}
 	if rep.granted < want {
 		// Short: ask again only once the rest may be there, so that a
 		// bucket at its limit does not turn rejections into calls.
@@ -424,7 +430,6 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 		l.quiet = now.Add(min(leaseHorizon, wait))
 	}
 	if rep.granted == 0 {
-		l.retryAt = now.Add(max(rep.retry, time.Microsecond))
 		return nil
 	}
 	if rep.mark != l.mark {

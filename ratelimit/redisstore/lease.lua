@@ -29,8 +29,9 @@
 -- the units granted; the script's time; how long from now the instance
 -- may spend them (to the window's end, or the token_bucket lease TTL);
 -- the window start they are counted in (0 for token_bucket); what the
--- bucket has left after the grant; when granted is 0, how long until a
--- unit may be free; how long until the bucket is whole.
+-- bucket has left after the grant; when granted is short of want (or 0),
+-- how long until a unit may be free (0 otherwise); how long until the
+-- bucket is whole.
 --
 -- token_bucket hash: 'l' the level in us of refill (tokens x interval),
 -- 't' its time in us, and per instance 'o:ID' = 'units expiry_us': units
@@ -70,7 +71,7 @@ if alg == 3 then
     redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt), 'PX', ttl(e - now, slack))
   end
   local retry = 0
-  if g == 0 then retry = (e - now) * 1000 end
+  if g < want or g == 0 then retry = (e - now) * 1000 end
   local reset = (e - now) * 1000
   if cnt == 0 then reset = 0 end
   return {g, now, e - now, st, limit - cnt, retry, reset}
@@ -99,7 +100,7 @@ if alg == 5 then
     redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * w - now, slack))
   end
   local retry = 0
-  if g == 0 then retry = cretry(cur, prev, el, wn, limit) end
+  if g < want or g == 0 then retry = cretry(cur, prev, el, wn, limit) end
   local rem = 0
   if limit - cur - weight > 0 then rem = math.ceil(limit - cur - weight) end
   local reset = 0
@@ -183,5 +184,5 @@ redis.call('HSET', k, 'l', fmt(level), 't', fmt(at))
 -- Fresh once every lease has expired and the level has refilled.
 redis.call('PEXPIRE', k, ttl(math.max(maxe - now, 0) + (cap - level), slack))
 local retry = 0
-if g == 0 and level < t then retry = (t - level) * 1000 end
+if (g < want or g == 0) and level < t then retry = (t - level) * 1000 end
 return {g, now, valid, 0, math.floor(level / t), retry, (cap - level) * 1000}
