@@ -85,11 +85,12 @@ func (f *leaseFallbacks) current(p *ratelimit.Policy) *ratelimit.Policy {
 	return p
 }
 
-// degradedLeased decides a request with leased limits while Redis is
-// unreachable: with on_error local, each leased limit is decided by the
-// Fallback with its limit / N copy, and the policy is reported as in
-// fallback.
-func (s *Store) degradedLeased(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, cause error) error {
+// degradedLeased decides a request with leased limits without Redis: with
+// on_error local, each leased limit is decided by the Fallback with its
+// limit / N copy. When outage is set (Redis is unreachable), the policy is
+// reported as in fallback; a caller that went away while its request
+// waited is no outage, and is decided the same way without it.
+func (s *Store) degradedLeased(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, cause error, outage bool) error {
 	if s.o.OnError != OnErrorLocal {
 		return s.degraded(ctx, now, reqs, out)
 	}
@@ -99,7 +100,9 @@ func (s *Store) degradedLeased(ctx context.Context, now time.Time, reqs []rateli
 		local[i] = r
 		if r.Policy.Sync == ratelimit.SyncLease {
 			local[i].Policy = s.fallbacks.local(r.Policy, n)
-			s.enterFallback(r.Policy, local[i].Policy, n, cause)
+			if outage {
+				s.enterFallback(r.Policy, local[i].Policy, n, cause)
+			}
 		}
 	}
 	return s.degraded(ctx, now, local, out)

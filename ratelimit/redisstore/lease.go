@@ -839,7 +839,7 @@ func (s *Store) leaseLoop() {
 func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
 	c := s.client.Load()
 	if c == nil || s.br.open.Load() {
-		return s.degradedLeased(ctx, now, reqs, out, nil)
+		return s.degradedLeased(ctx, now, reqs, out, nil, true)
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	if s.o.OnError == OnErrorLocal && s.handover.local.pending.Load() {
@@ -848,10 +848,13 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 	err := s.decideLeased(tctx, *c, now, reqs, out)
 	cancel()
 	if err != nil {
-		if ctx.Err() == nil {
+		// A caller that went away is not Redis failing: neither the
+		// breaker nor the fallback's log line and gauge hear of it.
+		outage := ctx.Err() == nil
+		if outage {
 			s.br.failed(err, false)
 		}
-		return s.degradedLeased(ctx, now, reqs, out, err)
+		return s.degradedLeased(ctx, now, reqs, out, err, outage)
 	}
 	// As Decide does, for the route's limits that are not leased.
 	s.noteForFallback(now, 0, reqs, out)
