@@ -474,10 +474,16 @@ func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 	}()
 }
 
+// leaseUnit is a unit takeLease took from a local lease.
+type leaseUnit struct {
+	l     *lease    // the lease it came from; nil when none was taken
+	until time.Time // the lease's deadline when it was taken
+}
+
 // takeLease decides request r from its local lease, asking Redis when the
-// lease is empty. The returned lease is the one the unit came from (nil
-// when none was taken). An error means Redis failed.
-func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, *lease, error) {
+// lease is empty. The returned unit says which lease the unit came from
+// and until when it may be spent. An error means Redis failed.
+func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, leaseUnit, error) {
 	key := Key(s.prefix, r)
 	s.startHeartbeat()
 	l := s.leases.get(key, r)
@@ -503,10 +509,10 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 			l.arriveLocked(now)
 		}
 		if l.takeLocked(s.spendTime(now)) {
-			d := l.decisionLocked(now, true)
+			d, u := l.decisionLocked(now, true), leaseUnit{l, l.deadline}
 			s.startRefillLocked(c, l, now)
 			l.mu.Unlock()
-			return d, l, nil
+			return d, u, nil
 		}
 		if now.Before(l.quiet) {
 			break
@@ -516,7 +522,7 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 			select {
 			case <-ch:
 			case <-ctx.Done():
-				return ratelimit.Decision{}, nil, fmt.Errorf("waiting for a lease of %s: %w", r.Policy.Name, ctx.Err())
+				return ratelimit.Decision{}, leaseUnit{}, fmt.Errorf("waiting for a lease of %s: %w", r.Policy.Name, ctx.Err())
 			}
 			l.mu.Lock()
 			continue
@@ -524,28 +530,27 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 		l.inflight = make(chan struct{})
 		l.mu.Unlock()
 		if err := s.refill(ctx, c, l, now); err != nil {
-			return ratelimit.Decision{}, nil, err
+			return ratelimit.Decision{}, leaseUnit{}, err
 		}
 		l.mu.Lock()
 	}
 	d := l.decisionLocked(now, false)
+	var u leaseUnit
 	if d.Allowed = l.takeLocked(s.spendTime(now)); d.Allowed {
-		d = l.decisionLocked(now, true)
+		d, u = l.decisionLocked(now, true), leaseUnit{l, l.deadline}
 	}
 	l.mu.Unlock()
-	if d.Allowed {
-		return d, l, nil
-	}
-	return d, nil, nil
+	return d, u, nil
 }
 
 // spendTime is the time a unit taken now is spent at, for the lease's
 // deadline: the decision's time, or, on the server's clock, the present
 // when that is later. A decision may be made long after its time (a
-// round trip for a limit before it, a refill it waited for, a goroutine
-// that ran late); a unit of a window spent then, past the deadline,
-// would count in a window that has ended while the next one's whole
-// budget is spent as well.
+// round trip for a limit before or after it, a refill it waited for, a
+// goroutine that ran late); a unit of a window spent then, past the
+// deadline, would count in a window that has ended while the next one's
+// whole budget is spent as well. The unit is taken at the decision's
+// start and checked again once every limit is decided (retakeLate).
 func (s *Store) spendTime(now time.Time) time.Time {
 	if s.o.CallerTime {
 		return now
@@ -562,19 +567,19 @@ func (s *Store) spendTime(now time.Time) time.Time {
 // the instance's holding from these calls is one unit at most (the last
 // one, until the next call or the lease's end) rather than one more per
 // admission, which would cap the refill lower and lower.
-func (s *Store) takeOne(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request, key string) (ratelimit.Decision, *lease, error) {
+func (s *Store) takeOne(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request, key string) (ratelimit.Decision, leaseUnit, error) {
 	args := s.leaseArgs(now, r.Policy, 1, 0, 0, math.MaxInt32, 0)
 	args[leaseFieldArg] = "o:" + s.id + ":1"
 	rep, err := s.runLease(ctx, c, r.Policy, key, args, 1, 0)
 	if err != nil {
-		return ratelimit.Decision{}, nil, err
+		return ratelimit.Decision{}, leaseUnit{}, err
 	}
 	s.resumed(r.Policy)
 	d := ratelimit.Decision{Allowed: rep.granted > 0, Limit: r.Policy.Limit, Remaining: rep.remaining, Reset: rep.reset}
 	if !d.Allowed {
 		d.RetryAfter = max(rep.retry, time.Microsecond)
 	}
-	return d, nil, nil
+	return d, leaseUnit{}, nil
 }
 
 // hasLease reports whether any limit of reqs is leased.
@@ -592,7 +597,7 @@ func hasLease(reqs []ratelimit.Request) bool {
 // only judges them when a leased limit has rejected. When the request is
 // not admitted, the leased units go back to their leases.
 func (s *Store) decideLeased(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision) error {
-	took := make([]*lease, len(reqs))
+	took := make([]leaseUnit, len(reqs))
 	admitted := true
 	var others []int
 	var err error
@@ -601,11 +606,9 @@ func (s *Store) decideLeased(ctx context.Context, c rueidis.Client, now time.Tim
 			others = append(others, i)
 			continue
 		}
-		var l *lease
-		if out[i], l, err = s.takeLease(ctx, c, now, r); err != nil {
+		if out[i], took[i], err = s.takeLease(ctx, c, now, r); err != nil {
 			break
 		}
-		took[i] = l
 		if !out[i].Allowed && !r.Policy.Shadow {
 			admitted = false
 		}
@@ -627,20 +630,62 @@ func (s *Store) decideLeased(ctx context.Context, c rueidis.Client, now time.Tim
 			}
 		}
 	}
+	if err == nil && admitted && len(reqs) > 1 {
+		// (A lone limit's unit was checked as it was taken.)
+		admitted, err = s.retakeLate(ctx, c, now, reqs, out, took)
+	}
 	if err != nil || !admitted {
-		for i, l := range took {
-			if l == nil {
+		for i, u := range took {
+			if u.l == nil {
 				continue
 			}
-			l.mu.Lock()
-			if l.untakeLocked(now, out[i].Ticket) {
-				out[i] = l.decisionLocked(now, true)
+			u.l.mu.Lock()
+			if u.l.untakeLocked(now, out[i].Ticket) {
+				out[i] = u.l.decisionLocked(now, true)
 			}
 			out[i].Ticket = ratelimit.Ticket{}
-			l.mu.Unlock()
+			u.l.mu.Unlock()
 		}
 	}
 	return err
+}
+
+// retakeLate makes sure every leased unit of an admitted request is spent
+// before its deadline, now that all the request's limits are decided. A
+// unit is taken before the route's other limits are decided, and their
+// round trips (decide.lua, or another lease's refill) may end after the
+// unit's window has: spent then, it would admit in a window whose whole
+// budget may be spent elsewhere. Such a unit goes back, as for a
+// rejection, and the limit is taken again at the present, which may
+// reject (the units the other limits took in Redis then stay spent:
+// rare, and it admits less). Each pass may wait for Redis again, so it
+// repeats until no unit is late, within ctx.
+func (s *Store) retakeLate(ctx context.Context, c rueidis.Client, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, took []leaseUnit) (bool, error) {
+	for {
+		late := false
+		for i, u := range took {
+			if u.l == nil || s.spendTime(now).Before(u.until) {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return false, fmt.Errorf("taking a lease of %s again: %w", reqs[i].Policy.Name, err)
+			}
+			late = true
+			u.l.mu.Lock()
+			u.l.untakeLocked(now, out[i].Ticket)
+			u.l.mu.Unlock()
+			var err error
+			if out[i], took[i], err = s.takeLease(ctx, c, now, reqs[i]); err != nil {
+				return false, err
+			}
+			if !out[i].Allowed && !reqs[i].Policy.Shadow {
+				return false, nil
+			}
+		}
+		if !late {
+			return true, nil
+		}
+	}
 }
 
 // decideRequests decides the per-request limits of a request that also
