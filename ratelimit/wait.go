@@ -53,7 +53,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	e := s.find(h, r.Policy, r.Key)
 	queued := e != nil && e.pol.Algorithm == LeakyBucket
 	if queued {
-		w.old = s.resetSince(r.Key, d.Ticket.Gen) || e.pol.Settings() != r.Policy.Settings()
+		w.old = s.resetSince(r.Key, d.Ticket.Gen) || e.pol.serial != d.Ticket.Life || e.pol.Settings() != r.Policy.Settings()
 		e.enqueueLocked(w)
 	}
 	err := ctx.Err()

@@ -149,3 +149,32 @@ func TestNewScheduleStartsAfterOldWaiters(t *testing.T) {
 		})
 	}
 }
+
+// TestWaiterOfChangedAndRevertedSettingsIsOld: a request decided before
+// a reload that changes its leaky_bucket policy and one that changes it
+// back, which starts waiting only after both, belongs to neither new
+// schedule though its settings equal the last one's: its give-up hands
+// its place to no one, or the next request would leave together with one
+// already admitted.
+func TestWaiterOfChangedAndRevertedSettingsIsOld(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0 }})
+	defer m.Close()
+	a := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Queue: 5})
+	b := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: 20 * time.Second, Queue: 5})
+	back := MustPolicy(Policy{Name: "q", Algorithm: LeakyBucket, Limit: 1, Window: 10 * time.Second, Queue: 5})
+	decide := func(p *Policy) Decision { return admitOne(t, m, t0, p, "k") }
+	decide(a)
+	aw := decide(a) // t0+10s, not in Wait yet
+	decide(b)       // the first reload
+	decide(back)    // and back: a fresh schedule, leaving at t0
+	x := decide(back)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m.Wait(ctx, Request{Policy: a, Key: "k"}, aw)
+	next := decide(back)
+	if gap := next.Departure.Sub(x.Departure); gap < 10*time.Second {
+		t.Errorf("after the give-up of a request of the first schedule: next departure %v after the one before, want the interval, 10s", gap)
+	}
+}
