@@ -24,7 +24,12 @@ import (
 // One goroutine reads at a time (the handler for keys, then the transport);
 // failure and Close are safe to call from any goroutine.
 type clientBody struct {
-	rc   io.ReadCloser
+	rc io.ReadCloser // orig, behind http.MaxBytesReader when max is set
+	// orig is the server's own body of req, which r.Body is again once
+	// the answer is written (see restore).
+	orig io.ReadCloser
+	req  *http.Request
+	raw  http.ResponseWriter // the server's, under the gateway's wrappers
 	ctl  *http.ResponseController
 	idle time.Duration
 	max  int64 // bytes; 0: no limit
@@ -68,9 +73,33 @@ func wrapBody(w http.ResponseWriter, r *http.Request, s *snapshot) *clientBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	b := &clientBody{rc: r.Body, ctl: http.NewResponseController(w), idle: s.cfg.ClientBodyTimeout}
+	b := &clientBody{rc: r.Body, orig: r.Body, req: r, raw: unwrapWriter(w), ctl: http.NewResponseController(w), idle: s.cfg.ClientBodyTimeout}
 	r.Body = b
 	return b
+}
+
+// restore gives r back its own body once the gateway is done with it (the
+// answer is being written, or the handler ends). net/http decides by that
+// body's type what to do with a body left unread: whether a client that
+// sent Expect: 100-continue and no body yet can have its answer at once,
+// and whether to linger before closing so that a client still sending
+// reads the answer rather than a reset. The transport may go on reading
+// through b, which it holds.
+func (b *clientBody) restore() {
+	if b != nil {
+		b.req.Body = b.orig
+	}
+}
+
+// unwrapWriter returns the ResponseWriter under w's wrappers.
+func unwrapWriter(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 // admitBody applies the route's max_body: a declared length over it is
@@ -83,7 +112,7 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 	}
 	// A route of a reload may come after another (see admit): its bound,
 	// or none, replaces the other's.
-	b.max, b.tooLarge = 0, ""
+	b.max, b.tooLarge, b.rc = 0, "", b.orig
 	if max <= 0 {
 		return true
 	}
@@ -93,6 +122,10 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 		return false
 	}
 	b.max = max
+	// http.MaxBytesReader also tells the server, when the body goes past
+	// it, to close the connection after the answer without reading the
+	// rest, lingering first so that a client still sending gets the 413.
+	b.rc = http.MaxBytesReader(b.raw, b.orig, max-b.n)
 	return true
 }
 
@@ -105,6 +138,7 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 // connection after the answer. The deadline is lifted after, so it cannot
 // cut a long response.
 func (b *clientBody) answering() func() {
+	b.restore()
 	if b == nil || b.idle <= 0 || b.done.Load() || b.closed.Load() {
 		return func() {}
 	}
@@ -130,6 +164,7 @@ func (b *clientBody) settle() {
 	if b == nil {
 		return
 	}
+	b.restore()
 	if b.idle > 0 && !b.done.Load() && !b.closed.Load() {
 		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	}
@@ -164,9 +199,8 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	b.ctl.SetReadDeadline(d)
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
-	if b.max > 0 && b.n > b.max {
-		n -= int(b.n - b.max)
-		b.n = b.max
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
 		err = b.failed(&bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
 	} else if err != nil && err != io.EOF && !b.closed.Load() {
 		err = b.failed(classify(err, byWhole, b.idle))
