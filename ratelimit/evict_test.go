@@ -159,95 +159,119 @@ func TestEvictionTakesIdleFirst(t *testing.T) {
 }
 
 // TestEvictedRecordNeverForgetsEarly notes many more evicted buckets than
-// a small record has ways: whatever collides, every bucket's entry lasts
-// at least until its own time, and a bucket the record never saw in a
-// set without collisions is not taken for one.
+// a small record has ways: whatever collides, every bucket's entry keeps
+// at least its own budget's and block's times until both are past, and a
+// bucket the record never saw in a set without collisions is not taken
+// for one.
 func TestEvictedRecordNeverForgetsEarly(t *testing.T) {
 	t.Parallel()
 	p := spendPolicy("otp", SlidingWindowLog)
 	rng := rand.New(rand.NewPCG(5, 6))
 	const now = int64(1_000_000)
 	r := newEvictedRecord(64)
-	noted := map[uint64]int64{}
+	noted := map[uint64]evictedTimes{}
 	for range 1000 {
 		h := rng.Uint64()&hashMask | hashSet
-		until := now + 1 + rng.Int64N(1000)
-		r.note(p, h, until, now)
-		noted[h] = max(noted[h], until)
+		v := evictedTimes{until: now - 500 + rng.Int64N(1500)}
+		if rng.IntN(2) == 0 {
+			v.block = now + 1 + rng.Int64N(1000)
+		} else {
+			v.until = max(v.until, now+1)
+		}
+		r.note(p, h, v, now)
+		noted[h] = noted[h].fold(v)
 	}
-	for h, until := range noted {
-		for _, at := range []int64{now, until - 1} {
-			if got := r.take(p, h, at, false); got < until {
-				t.Fatalf("hash %x at %d: got until %d, want at least %d", h, at, got, until)
+	for h, v := range noted {
+		for _, at := range []int64{now, v.end() - 1} {
+			if got := r.take(p, h, at, false); got.until < v.until || got.block < v.block {
+				t.Fatalf("hash %x at %d: got %+v, want at least %+v", h, at, got, v)
 			}
 		}
 	}
 
 	// A set with room keeps hashes apart.
 	r = newEvictedRecord(4)
-	r.note(p, 8|hashSet, now+10, now)
-	if got := r.take(p, 16|hashSet, now, false); got != 0 {
-		t.Errorf("another hash: got until %d, want 0", got)
+	v := evictedTimes{until: now + 10, block: now + 5}
+	r.note(p, 8|hashSet, v, now)
+	if got := r.take(p, 16|hashSet, now, false); got != (evictedTimes{}) {
+		t.Errorf("another hash: got %+v, want none", got)
 	}
-	if got := r.take(p, 8|hashSet, now, true); got != now+10 {
-		t.Errorf("noted hash: got until %d, want %d", got, now+10)
+	if got := r.take(p, 8|hashSet, now, true); got != v {
+		t.Errorf("noted hash: got %+v, want %+v", got, v)
 	}
-	if got := r.take(p, 8|hashSet, now, false); got != 0 {
-		t.Errorf("after take with forget: got until %d, want 0", got)
+	if got := r.take(p, 8|hashSet, now, false); got != (evictedTimes{}) {
+		t.Errorf("after take with forget: got %+v, want none", got)
 	}
-	// Past its time an entry is gone, and its way free again.
-	r.note(p, 8|hashSet, now+10, now)
-	if got := r.take(p, 8|hashSet, now+10, false); got != 0 {
-		t.Errorf("at its time: got until %d, want 0", got)
+	// Past both its times an entry is gone, and its way free again; a
+	// block that outlasts the budget keeps it.
+	r.note(p, 8|hashSet, v, now)
+	if got := r.take(p, 8|hashSet, now+10, false); got != (evictedTimes{}) {
+		t.Errorf("at its time: got %+v, want none", got)
+	}
+	b := evictedTimes{until: now + 5, block: now + 10}
+	r.note(p, 24|hashSet, b, now)
+	if got := r.take(p, 24|hashSet, now+7, false); got != b {
+		t.Errorf("within the block, past the budget: got %+v, want %+v", got, b)
 	}
 	// Entries noted under other settings no longer count.
-	r.note(p, 8|hashSet, now+10, now)
+	r.note(p, 8|hashSet, v, now)
 	q := spendPolicy("otp", FixedWindow)
-	if got := r.take(q, 8|hashSet, now, false); got != 0 {
-		t.Errorf("after a settings change: got until %d, want 0", got)
+	if got := r.take(q, 8|hashSet, now, false); got != (evictedTimes{}) {
+		t.Errorf("after a settings change: got %+v, want none", got)
 	}
 }
 
 // TestRestoredBucketNoFuller evicts buckets of every algorithm in random
-// states and checks each against the same bucket kept in a store without
-// a bound: at every later time it admits no more.
+// states, blocked or not, and checks each against the same bucket kept in
+// a store without a bound: at every later time it admits no more, under
+// its policy and under the policy reloaded without its block. (Its record
+// entry may fold with the flood's: exactly as it left is
+// TestSpentBudgetSurvivesFlood's.)
 func TestRestoredBucketNoFuller(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, a := range Algorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			t.Parallel()
-			p := MustPolicy(Policy{Name: "p", Algorithm: a, Limit: 4, Window: time.Minute, Queue: map[bool]int64{true: 3}[a == LeakyBucket]})
-			rng := rand.New(rand.NewPCG(uint64(a), 7))
-			for round := range 50 {
-				m := NewMemoryStore(MemoryOptions{MaxKeys: 8, SweepInterval: -1})
-				ref := NewMemoryStore(MemoryOptions{SweepInterval: -1})
-				r := []Request{{Policy: p, Key: "k"}}
-				out := make([]Decision, 1)
-				now := t0.Add(time.Duration(rng.Int64N(int64(time.Minute))))
-				for range rng.IntN(8) {
-					now = now.Add(time.Duration(rng.Int64N(int64(20 * time.Second))))
-					m.Decide(ctx, now, r, out)
-					ref.Decide(ctx, now, r, out)
-				}
-				// Many more keys than the bound: the hand gets to "k".
-				for i := range 64 {
-					m.Decide(ctx, now.Add(time.Duration(i)*time.Millisecond), []Request{{Policy: p, Key: "f" + strconv.Itoa(i)}}, out)
-				}
-				if tracked(m, p, "k") {
-					t.Fatalf("round %d: got k kept, want evicted", round)
-				}
-				for at := now; at.Before(now.Add(3 * time.Minute)); at = at.Add(time.Duration(rng.Int64N(int64(10 * time.Second)))) {
-					got, _ := m.Peek(ctx, at, r[0])
-					want, _ := ref.Peek(ctx, at, r[0])
-					if got.Remaining > want.Remaining {
-						t.Fatalf("round %d, %v after: got %d remaining, want at most %d", round, at.Sub(now), got.Remaining, want.Remaining)
+		for _, block := range []time.Duration{0, 30 * time.Second} {
+			t.Run(a.String()+"/block="+block.String(), func(t *testing.T) {
+				t.Parallel()
+				pol := Policy{Name: "p", Algorithm: a, Limit: 4, Window: time.Minute, Queue: map[bool]int64{true: 3}[a == LeakyBucket], Block: block}
+				p := MustPolicy(pol)
+				pol.Block = 0
+				noBlock := MustPolicy(pol)
+				rng := rand.New(rand.NewPCG(uint64(a), uint64(7+block)))
+				for round := range 50 {
+					m := NewMemoryStore(MemoryOptions{MaxKeys: 8, SweepInterval: -1})
+					ref := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+					r := []Request{{Policy: p, Key: "k"}}
+					out := make([]Decision, 1)
+					now := t0.Add(time.Duration(rng.Int64N(int64(time.Minute))))
+					for range rng.IntN(8) {
+						now = now.Add(time.Duration(rng.Int64N(int64(20 * time.Second))))
+						m.Decide(ctx, now, r, out)
+						ref.Decide(ctx, now, r, out)
 					}
+					// Many more keys than the bound: the hand gets to "k".
+					for i := range 64 {
+						m.Decide(ctx, now.Add(time.Duration(i)*time.Millisecond), []Request{{Policy: p, Key: "f" + strconv.Itoa(i)}}, out)
+					}
+					if tracked(m, p, "k") {
+						t.Fatalf("round %d: got k kept, want evicted", round)
+					}
+					for at := now; at.Before(now.Add(3 * time.Minute)); at = at.Add(time.Duration(rng.Int64N(int64(10 * time.Second)))) {
+						for _, q := range []*Policy{p, noBlock} {
+							r := Request{Policy: q, Key: "k"}
+							got, _ := m.Peek(ctx, at, r)
+							want, _ := ref.Peek(ctx, at, r)
+							if got.Remaining > want.Remaining || got.Allowed && !want.Allowed {
+								t.Fatalf("round %d, %v after, block %v: got %+v, want no fuller than %+v", round, at.Sub(now), q.Block, got, want)
+							}
+						}
+					}
+					m.Close()
+					ref.Close()
 				}
-				m.Close()
-				ref.Close()
-			}
-		})
+			})
+		}
 	}
 }
 
@@ -343,4 +367,79 @@ func TestResetClearsEvictedBucket(t *testing.T) {
 		t.Errorf("after Reset: got %d remaining, want %d", d.Remaining, p.Capacity())
 	}
 	checkKeys(t, m)
+}
+
+// evictKey floods p's table with new keys at now until key's bucket is
+// gone: evicted live, so noted in the record of evicted buckets.
+func evictKey(t *testing.T, m *MemoryStore, p *Policy, now time.Time, key string) {
+	t.Helper()
+	out := make([]Decision, 1)
+	for i := 0; tracked(m, p, key); i++ {
+		if i > 1000 {
+			t.Fatalf("%s: still tracked after %d new keys", key, i)
+		}
+		m.Decide(context.Background(), now, []Request{{Policy: p, Key: "junk-" + strconv.Itoa(i)}}, out)
+	}
+}
+
+// TestEvictedBlockedTokenBucketBlockedToBlockEnd evicts a token_bucket
+// during its block: it comes back blocked only to the block's end, and
+// then as it left, not blocked until its budget would be whole.
+func TestEvictedBlockedTokenBucketBlockedToBlockEnd(t *testing.T) {
+	t.Parallel()
+	p := MustPolicy(Policy{Name: "tb-block", Algorithm: TokenBucket, Limit: 10, Window: 10 * time.Minute, Block: time.Minute, MaxKeys: 1})
+	for _, evict := range []bool{false, true} {
+		m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+		for range 10 {
+			admitOne(t, m, t0, p, "alice")
+		}
+		if d := decideOne(t, m, t0, p, "alice"); d.Allowed || d.RetryAfter != time.Minute {
+			t.Fatalf("11th: got %+v, want a rejection starting a 1m block", d)
+		}
+		if evict {
+			evictKey(t, m, p, t0.Add(time.Second), "alice")
+		}
+		if d := decideOne(t, m, t0.Add(30*time.Second), p, "alice"); d.Allowed || !d.Blocked {
+			t.Errorf("evicted=%v: at +30s, blocked to +1m: got %+v, want blocked", evict, d)
+		}
+		// Block over at +1m; two tokens have refilled by +2m.
+		if d := decideOne(t, m, t0.Add(2*time.Minute), p, "alice"); !d.Allowed {
+			t.Errorf("evicted=%v: at +2m (block ended at +1m, 2 tokens refilled): got rejected (Blocked=%v, RetryAfter=%v), want allowed", evict, d.Blocked, d.RetryAfter)
+		}
+		m.Close()
+	}
+}
+
+// TestEvictedBlockedCounterNoFullerWithoutBlock evicts a
+// sliding_window_counter bucket during its block; a reload then removes
+// block, which leaves the settings, and so the record, as they were. The
+// bucket comes back on its window grid: in the next window its previous
+// count still weighs, as the kept bucket's does.
+func TestEvictedBlockedCounterNoFullerWithoutBlock(t *testing.T) {
+	t.Parallel()
+	p := MustPolicy(Policy{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 10, Window: time.Minute, Block: 30 * time.Second, MaxKeys: 1})
+	noBlock := MustPolicy(Policy{Name: "swc", Algorithm: SlidingWindowCounter, Limit: 10, Window: time.Minute, MaxKeys: 1})
+	for _, evict := range []bool{false, true} {
+		m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+		for range 10 {
+			admitOne(t, m, t0.Add(10*time.Second), p, "alice")
+		}
+		if d := decideOne(t, m, t0.Add(10*time.Second), p, "alice"); d.Allowed {
+			t.Fatal("11th: got allowed")
+		}
+		if evict {
+			evictKey(t, m, p, t0.Add(20*time.Second), "alice")
+		}
+		// At +61s the previous window's 10 weigh 10 x 59/60: one fits.
+		admitted := 0
+		for range 10 {
+			if decideOne(t, m, t0.Add(61*time.Second), noBlock, "alice").Allowed {
+				admitted++
+			}
+		}
+		if admitted > 1 {
+			t.Errorf("evicted=%v: at +61s admitted %d, want at most 1 (the previous window's 10 weigh 9.83)", evict, admitted)
+		}
+		m.Close()
+	}
 }

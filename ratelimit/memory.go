@@ -319,9 +319,7 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 		if r.Policy.Algorithm == SlidingWindowLog {
 			fresh.ext = new(entryExt)
 		}
-		if until := s.evicted.take(r.Policy, h, t, false); until > t {
-			fresh.restoreLocked(r.Policy, until)
-		}
+		fresh.restoreLocked(r.Policy, s.evicted.take(r.Policy, h, t, false), t)
 		return fresh.peekLocked(r.Policy, t), nil
 	}
 	defer e.unlock(false)
@@ -384,7 +382,7 @@ func (m *MemoryStore) Reset(_ context.Context, r Request) error {
 	e := s.find(h, r.Policy, r.Key)
 	if e == nil {
 		now := m.clock().UnixNano()
-		if s.evicted.take(r.Policy, h, now, false) <= now {
+		if s.evicted.take(r.Policy, h, now, false).end() <= now {
 			return nil
 		}
 		e = s.getLocked(r, h, now, m.perShard(pt, r.Policy), nil)

@@ -306,9 +306,7 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 	if r.Policy.Algorithm == SlidingWindowLog {
 		fresh.ext = new(entryExt)
 	}
-	if until := s.evicted.take(r.Policy, h, now, true); until > now {
-		fresh.restoreLocked(r.Policy, until)
-	}
+	fresh.restoreLocked(r.Policy, s.evicted.take(r.Policy, h, now, true), now)
 	e := t.insertLocked(&fresh, h|usedBit|lockBit)
 	s.n++
 	s.made++
@@ -380,7 +378,7 @@ func (s *memShard) shrinkLocked() {
 // last passed, clearing the marks of the used ones. Two turns of the hand
 // clear every mark, so it finds one unless every bucket has waiters, is
 // kept or is being decided on. A live bucket taken is noted in the
-// shard's record with the time it would have become idle.
+// shard's record with the times its budget and its block would have ended.
 func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 	if s.made >= max(limit/8, 1) {
 		s.made = 0
@@ -413,7 +411,7 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 				if s.evicted.sets == nil {
 					s.evicted = newEvictedRecord(limit)
 				}
-				s.evicted.note(p, tag&hashMask, noteUntil(idle, e.ext != nil && e.ext.block > now), now)
+				s.evicted.note(p, tag&hashMask, e.evictedTimesLocked(now), now)
 				s.removeLocked(s.hand)
 				s.hand++
 				return
