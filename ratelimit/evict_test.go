@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -441,5 +442,121 @@ func TestEvictedBlockedCounterNoFullerWithoutBlock(t *testing.T) {
 			t.Errorf("evicted=%v: at +61s admitted %d, want at most 1 (the previous window's 10 weigh 9.83)", evict, admitted)
 		}
 		m.Close()
+	}
+}
+
+// TestEvictionTakesIdleBeforeLiveBetweenPasses: between the passes that
+// remove every idle bucket, a new key still takes an idle bucket's room
+// while the shard has one, not a live bucket's.
+func TestEvictionTakesIdleBeforeLiveBetweenPasses(t *testing.T) {
+	t.Parallel()
+	p := MustPolicy(Policy{Name: "log", Algorithm: SlidingWindowLog, Limit: 5, Window: time.Minute, MaxKeys: 64})
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	for i := range 16 {
+		decideOne(t, m, t0, p, "idle-"+strconv.Itoa(i)) // idle from t0+1m
+	}
+	for i := range 48 {
+		decideOne(t, m, t0.Add(30*time.Second), p, "live-"+strconv.Itoa(i)) // live until t0+1m30s
+	}
+	decideOne(t, m, t0.Add(30*time.Second), p, "new-0") // the shard is full: one goes (nothing idle yet)
+	var goneBefore []string
+	for i := range 48 {
+		if k := "live-" + strconv.Itoa(i); !tracked(m, p, k) {
+			goneBefore = append(goneBefore, k)
+		}
+	}
+	now := t0.Add(61 * time.Second) // the 16 idle-* buckets are idle now
+	for i := 1; i <= 7; i++ {
+		decideOne(t, m, now, p, "new-"+strconv.Itoa(i))
+	}
+	idleLeft := 0
+	for i := range 16 {
+		if tracked(m, p, "idle-"+strconv.Itoa(i)) {
+			idleLeft++
+		}
+	}
+	var evictedLive []string
+	for i := range 48 {
+		k := "live-" + strconv.Itoa(i)
+		if !tracked(m, p, k) && !slices.Contains(goneBefore, k) {
+			evictedLive = append(evictedLive, k)
+		}
+	}
+	if len(evictedLive) > 0 {
+		d := decideOne(t, m, now.Add(time.Second), p, evictedLive[0])
+		t.Errorf("at +61s: %d live buckets evicted while %d idle ones were still tracked, want 0 live evicted; %s (1 of 5 used) now: Allowed=%v RetryAfter=%v, want allowed",
+			len(evictedLive), idleLeft, evictedLive[0], d.Allowed, d.RetryAfter)
+	}
+}
+
+// TestEvictionNeverTakesLiveWhileIdleHeld decides on random keys, old and
+// new, at random times on a one-shard policy at its bound, with a queue of
+// idle buckets small enough to run out and overflow: whenever a decision
+// evicts a live bucket, no bucket of the shard was idle.
+func TestEvictionNeverTakesLiveWhileIdleHeld(t *testing.T) {
+	t.Parallel()
+	for _, a := range Algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			p := MustPolicy(Policy{Name: "p", Algorithm: a, Limit: 3, Window: time.Minute, Queue: map[bool]int64{true: 2}[a == LeakyBucket], MaxKeys: 100})
+			m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+			defer m.Close()
+			rng := rand.New(rand.NewPCG(uint64(a), 11))
+			s := &m.table(p).shards[0]
+			if len(m.table(p).shards) != 1 {
+				t.Fatalf("got %d shards, want 1", len(m.table(p).shards))
+			}
+			// idleAt reports, for every bucket of the shard, whether it is
+			// idle at now.
+			idleAt := func(now int64) map[string]bool {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				got := map[string]bool{}
+				for i := range s.tab.Load().slots {
+					if s.tab.Load().marks[i] != 0 {
+						e := &s.tab.Load().slots[i]
+						e.lock()
+						got[e.key] = e.idleAt() <= now && !e.pinnedLocked()
+						e.unlock(false)
+					}
+				}
+				return got
+			}
+			now := t0
+			next, liveEvicted := 0, 0
+			for step := range 3000 {
+				now = now.Add(time.Duration(rng.Int64N(int64(400 * time.Millisecond))))
+				var key string
+				if rng.IntN(2) == 0 || next == 0 {
+					key = "k" + strconv.Itoa(next)
+					next++
+				} else {
+					key = "k" + strconv.Itoa(max(next-1-rng.IntN(150), 0))
+				}
+				before := idleAt(now.UnixNano())
+				anyIdle := ""
+				for k, idle := range before {
+					if idle && k != key {
+						anyIdle = k
+						break
+					}
+				}
+				decideOne(t, m, now, p, key)
+				after := idleAt(now.UnixNano())
+				for k, idle := range before {
+					if _, kept := after[k]; kept || idle {
+						continue
+					}
+					liveEvicted++
+					if anyIdle != "" {
+						t.Fatalf("step %d at %v: live %s evicted while %s was idle", step, now.Sub(t0), k, anyIdle)
+					}
+				}
+			}
+			if liveEvicted == 0 {
+				t.Error("no live bucket evicted: the case under test never came")
+			}
+		})
 	}
 }

@@ -188,7 +188,7 @@ type memShard struct {
 	busy    atomic.Bool           // decisions take mu: see MemoryStore.Decide
 	n       int                   // buckets in the table
 	hand    int                   // the clock hand's slot
-	made    int                   // buckets made since eviction last removed every idle one
+	idle    idleQueue             // buckets that become idle soonest; empty until the first eviction
 	evicted evictedRecord         // live buckets evicted; empty until the first
 	resets  map[string]resetNote  // keys reset lately; nil until the first
 	_       [64]byte              // keeps neighbouring shards' locks off one cache line
@@ -309,7 +309,9 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 	fresh.restoreLocked(r.Policy, s.evicted.take(r.Policy, h, now, true), now)
 	e := t.insertLocked(&fresh, h|usedBit|lockBit)
 	s.n++
-	s.made++
+	if s.idle.due != nil {
+		s.idle.push(idleDue{h, now}) // idle no sooner than now; looked at once decided
+	}
 	return e
 }
 
@@ -368,23 +370,30 @@ func (s *memShard) shrinkLocked() {
 }
 
 // evictLocked makes room for one bucket of p at now, never taking one
-// that requests wait on or whose hash is in keep. Idle buckets (whose
-// state equals a fresh one's) go first: once at least an eighth of limit
-// buckets were made since it last did, it removes every idle bucket of the
-// shard, which spreads the cost of a pass over the table across the
-// buckets made (a flood of live keys costs a few slot visits a bucket).
-// When that frees nothing, or it is not yet time, the clock hand walks:
-// it takes the first bucket that is idle or was not used since the hand
-// last passed, clearing the marks of the used ones. Two turns of the hand
-// clear every mark, so it finds one unless every bucket has waiters, is
-// kept or is being decided on. A live bucket taken is noted in the
-// shard's record with the times its budget and its block would have ended.
+// that requests wait on or whose hash is in keep. An idle bucket (whose
+// state equals a fresh one's) goes whenever the shard holds one: the
+// shard's queue of the buckets that become idle soonest (see idleQueue)
+// names it, or, once the queue no longer knows every bucket that may be
+// idle, a pass over the table removes every idle bucket and refills the
+// queue. When none is idle, the clock hand walks: it takes the first
+// bucket that was not used since the hand last passed (or is idle after
+// all), clearing the marks of the used ones. Two turns of the hand clear
+// every mark, so it finds one unless every bucket has waiters, is kept or
+// is being decided on. A live bucket taken is noted in the shard's record
+// with the times its budget and its block would have ended.
+//
+// Its cost: an entry of the queue that comes due costs a lookup and a
+// heap step, and comes due once per bucket made and once per time its
+// bucket was used after its entry was made; a pass, up to twice the
+// table's length in slot visits, comes once the queue has run out, at
+// most once per limit/16 entries come due or buckets made. The worst
+// single eviction does a pass and looks at every due entry; spread over
+// the buckets made, a flood of live keys costs a lookup and a few slot
+// visits a bucket, as before.
 func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
-	if s.made >= max(limit/8, 1) {
-		s.made = 0
-		if _, removed := s.removeIdleLocked(0, 2*len(s.tab.Load().slots), now, keep); removed > 0 {
-			return
-		}
+	s.idle.makeLocked(limit)
+	if s.takeIdleLocked(now, keep) || now >= s.idle.horizon && s.passLocked(now, keep) > 0 {
+		return
 	}
 	t := s.tab.Load()
 	for range 2 * len(t.slots) {
