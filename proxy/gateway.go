@@ -185,7 +185,9 @@ func (g *Gateway) compileRoute(r *routes.Route) *route {
 		BufferPool:   bufferPool{},
 	}
 	rt.proxy.ModifyResponse = dropRequestID
-	if len(r.Limits) > 0 {
+	if len(rt.visible) > 0 {
+		// A route of shadow limits alone sets none of the fields, and
+		// watching a policy must not change what clients get.
 		rt.proxy.ModifyResponse = dropLimitHeaders
 	}
 	return rt
