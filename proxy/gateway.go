@@ -254,6 +254,8 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	if p := rt.r.StripPrefix; p != "" {
 		routes.StripPrefix(pr.Out.URL, p, !rt.r.CaseSensitive())
 	}
+	// Kept for a retry on another target, which has its own base path.
+	ex.path, ex.rawPath = pr.Out.URL.Path, pr.Out.URL.RawPath
 	pr.SetURL(target)
 	// The inbound query is canonical (canonicalize kept only the pairs
 	// that parse), so ReverseProxy's own cleaning changed nothing; setting

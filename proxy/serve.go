@@ -30,6 +30,9 @@ type exchange struct {
 	client      netip.Addr
 	trusted     bool
 	upstream    string
+	// path and rawPath are the upstream request's path before a target's
+	// base path was joined to it.
+	path, rawPath string
 	rejectedBy  string
 	keys        []string
 	upstreamErr error

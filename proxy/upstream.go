@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"sync/atomic"
 	"syscall"
@@ -52,11 +53,22 @@ func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		next := u.targets[(first+attempt+1)%len(u.targets)]
 		req = req.Clone(req.Context())
-		req.URL.Scheme, req.URL.Host = next.Scheme, next.Host
 		if ex := exchangeOf(req.Context()); ex != nil {
+			retarget(req, next, ex)
 			ex.upstream = next.Host
+		} else {
+			req.URL.Scheme, req.URL.Host = next.Scheme, next.Host
 		}
 	}
+}
+
+// retarget points req, made for another target, at next: its scheme, host
+// and base path, as the route's rewrite would have.
+func retarget(req *http.Request, next *url.URL, ex *exchange) {
+	host, query := req.Host, req.URL.RawQuery
+	req.URL.Path, req.URL.RawPath = ex.path, ex.rawPath
+	(&httputil.ProxyRequest{Out: req}).SetURL(next)
+	req.Host, req.URL.RawQuery = host, query
 }
 
 // roundTrip is one attempt, timed by the route's clock, which the gateway
