@@ -285,7 +285,33 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	ex.ipValue[0] = ex.client.String()
 	out[hXRealIP] = ex.ipValue[:]
 	out[hRequestID] = ex.idValue[:]
+	hideIdempotencyKeys(pr.Out)
 	ex.upstream = target.Host
+}
+
+// idempotencyKeys are the fields by which http.Transport takes a request
+// of any method as safe to send again.
+var idempotencyKeys = [...]string{"Idempotency-Key", "X-Idempotency-Key"}
+
+// hideIdempotencyKeys keeps http.Transport from resending a request that
+// no method makes safe to repeat (a POST, say) because the client added an
+// Idempotency-Key: the transport resends such a request when a kept-alive
+// upstream connection closes without an answer, which an upstream that
+// read the request may have acted on (sent the OTP), while the limits
+// counted it once. The transport looks the fields up by their canonical
+// names only; written lower-case they still reach the upstream, field
+// names being case-insensitive.
+func hideIdempotencyKeys(r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return
+	}
+	for _, k := range idempotencyKeys {
+		if v, ok := r.Header[k]; ok {
+			delete(r.Header, k)
+			r.Header[strings.ToLower(k)] = v
+		}
+	}
 }
 
 // setXForwarded sets X-Forwarded-For, -Host and -Proto on out exactly as
