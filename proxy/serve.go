@@ -26,22 +26,22 @@ import (
 // a context.WithValue per request.
 type exchange struct {
 	context.Context
-	id          string
-	client      netip.Addr
-	trusted     bool
-	upstream    string
+	id       string
+	client   netip.Addr
+	trusted  bool
+	upstream string
 	// path and rawPath are the upstream request's path before a target's
 	// base path was joined to it.
 	path, rawPath string
-	rejectedBy  string
-	keys        []string
-	upstreamErr error
-	clientGone  bool
-	body        *clientBody // nil when the request has no body
-	bodyErr     error       // what the client got wrong sending the body
-	waited      time.Duration
-	decisions   *decisions // pooled; released when the request is finished
-	held        []int      // limits whose held units the exchange's end keeps (see armRefund)
+	rejectedBy    string
+	keys          []string
+	upstreamErr   error
+	clientGone    bool
+	body          *clientBody // nil when the request has no body
+	bodyErr       error       // what the client got wrong sending the body
+	waited        time.Duration
+	decisions     *decisions // pooled; released when the request is finished
+	held          []int      // limits whose held units the exchange's end keeps (see armRefund)
 	// clock times the upstream's answer to a forwarded request, whose
 	// upstream context cancelUpstream cancels; both nil until then.
 	clock          *routeClock
