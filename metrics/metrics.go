@@ -51,6 +51,12 @@ type Metrics struct {
 	codes    map[string]*codeCounters // by route, shared by every Route of that name
 	routes   map[string]struct{}      // every route handed out by Route
 	policies map[string]struct{}      // every policy handed out by Route and Queue
+	// limits holds, by route, every limit handed out by Route for it and
+	// whether the last Route call for that route had it: a reload may keep
+	// a route and a policy while changing the policy's algorithm, or drop
+	// the policy from that route only.
+	limits map[string]map[Limit]bool
+	queues map[string]struct{} // every policy handed out by Queue
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -106,6 +112,8 @@ func New() *Metrics {
 		codes:    make(map[string]*codeCounters),
 		routes:   make(map[string]struct{}),
 		policies: make(map[string]struct{}),
+		limits:   make(map[string]map[Limit]bool),
+		queues:   make(map[string]struct{}),
 	}
 	m.keys.serving = m.serving
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -180,6 +188,7 @@ func (m *Metrics) Forget(routes, policies []string) {
 		m.upstreamErrors.DeletePartialMatch(l)
 		delete(m.codes, r)
 		delete(m.routes, r)
+		delete(m.limits, r)
 	}
 	for _, p := range policies {
 		l := prometheus.Labels{"policy": p}
@@ -190,6 +199,14 @@ func (m *Metrics) Forget(routes, policies []string) {
 		m.lease.requests.DeletePartialMatch(l)
 		m.lease.fallback.DeletePartialMatch(l)
 		delete(m.policies, p)
+		delete(m.queues, p)
+		for _, ls := range m.limits {
+			for l := range ls {
+				if l.Policy == p {
+					delete(ls, l)
+				}
+			}
+		}
 	}
 }
 
@@ -221,6 +238,64 @@ func (m *Metrics) Retain(routes, policies []string) {
 			goneP = append(goneP, p)
 		}
 	}
+	m.retireChangedLocked()
 	m.mu.Unlock()
 	m.Forget(goneR, goneP)
+}
+
+// retireChangedLocked removes the series of the routes and policies that
+// stay but changed: a limit the last Route call of its route no longer
+// has (its policy now of another algorithm, without count_status, or off
+// that route), and the queue series of a policy no longer a leaky_bucket.
+func (m *Metrics) retireChangedLocked() {
+	leaky := map[string]bool{}
+	for r, ls := range m.limits {
+		// The series the current limits still count into, which a limit
+		// that changed in other ways (shadow, block) shares.
+		decides, refunds := map[deciding]bool{}, map[string]bool{}
+		for l, current := range ls {
+			if current {
+				decides[deciding{l.Policy, l.Algorithm}] = true
+				refunds[l.Policy] = refunds[l.Policy] || l.Refunds
+				leaky[l.Policy] = leaky[l.Policy] || l.Algorithm == "leaky_bucket"
+			}
+		}
+		for l, current := range ls {
+			if current {
+				continue
+			}
+			if !decides[deciding{l.Policy, l.Algorithm}] {
+				m.decisions.DeletePartialMatch(prometheus.Labels{"route": r, "policy": l.Policy, "algorithm": l.Algorithm})
+			}
+			if l.Refunds && !refunds[l.Policy] {
+				m.refunds.DeletePartialMatch(prometheus.Labels{"route": r, "policy": l.Policy})
+			}
+			delete(ls, l)
+		}
+	}
+	for p := range m.queues {
+		if !leaky[p] {
+			l := prometheus.Labels{"policy": p}
+			m.queueDepth.DeletePartialMatch(l)
+			m.queueWait.DeletePartialMatch(l)
+			delete(m.queues, p)
+		}
+	}
+}
+
+// deciding is what names a limit's decision series on its route.
+type deciding struct{ policy, algorithm string }
+
+// decides reports whether the configuration serving counts route's
+// decisions of policy under algorithm: a handle a reload superseded makes
+// no series that no later reload would remove.
+func (m *Metrics) decides(route string, l Limit) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for c, current := range m.limits[route] {
+		if current && c.Policy == l.Policy && c.Algorithm == l.Algorithm {
+			return true
+		}
+	}
+	return false
 }

@@ -476,3 +476,39 @@ func TestRemovedPolicyMakesNoSeries(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadRetiresChangedLimits: a reload that keeps a route and a policy
+// but changes the policy's algorithm, or takes count_status away, leaves
+// no series of what the policy was; its queue series go once it is no
+// leaky_bucket. A change that names the same series (shadow, block) keeps
+// them and their counts, and a handle the reload superseded makes no
+// series of the old algorithm.
+func TestReloadRetiresChangedLimits(t *testing.T) {
+	t.Parallel()
+	m := New()
+	old := m.Route("orders", []Limit{{Policy: "shaping", Algorithm: "leaky_bucket", Refunds: false}, {Policy: "otp", Algorithm: "fixed_window", Refunds: true}})
+	q := m.Queue("shaping")
+	old.Decision(0, Queued)
+	old.Decision(1, Allowed)
+	old.Refund(1)
+	q.Enter()
+	m.Retain([]string{"orders"}, []string{"shaping", "otp"})
+
+	now := m.Route("orders", []Limit{{Policy: "shaping", Algorithm: "token_bucket"}, {Policy: "otp", Algorithm: "fixed_window", Shadow: true}})
+	m.Retain([]string{"orders"}, []string{"shaping", "otp"})
+	old.Decision(0, Exempt) // in flight across the reload
+	now.Decision(0, Allowed)
+	for name, mf := range families(t, m) {
+		for _, s := range mf.GetMetric() {
+			l := labels(s)
+			if strings.Contains(l, "algorithm=leaky_bucket") || strings.Contains(l, "policy=shaping") && strings.HasPrefix(name, "sluice_ratelimit_queue") {
+				t.Errorf("%s{%s}: exported after shaping became a token_bucket", name, l)
+			}
+			if name == "sluice_ratelimit_refunds_total" {
+				t.Errorf("%s{%s}: exported after otp lost count_status", name, l)
+			}
+		}
+	}
+	wantValue(t, m, "sluice_ratelimit_decisions_total", "algorithm=token_bucket,policy=shaping,result=allowed,route=orders", 1)
+	wantValue(t, m, "sluice_ratelimit_decisions_total", "algorithm=fixed_window,policy=otp,result=allowed,route=orders", 1)
+}

@@ -22,6 +22,7 @@ func (m *Metrics) Queue(policy string) *Queue {
 	}
 	m.mu.Lock()
 	m.policies[policy] = struct{}{}
+	m.queues[policy] = struct{}{}
 	m.mu.Unlock()
 	return &Queue{
 		depth: m.queueDepth.WithLabelValues(policy),

@@ -109,8 +109,17 @@ func (m *Metrics) Route(route string, limits []Limit) *Route {
 		m.codes[route] = codes
 	}
 	m.routes[route] = struct{}{}
+	ls := m.limits[route]
+	if ls == nil {
+		ls = make(map[Limit]bool, len(limits))
+		m.limits[route] = ls
+	}
+	for l := range ls {
+		ls[l] = false
+	}
 	for _, l := range limits {
 		m.policies[l.Policy] = struct{}{}
+		ls[l] = true
 	}
 	m.mu.Unlock()
 
@@ -195,7 +204,7 @@ func (r *Route) Decision(limit int, res Result) {
 		// policy the configuration serving has not: no later reload
 		// would remove it. (Its cached ones go on counting, into series
 		// that are gone or still served.)
-		if r.codes.retired.Load() || !r.m.serving(r.limits[limit].Policy) {
+		if r.codes.retired.Load() || !r.m.decides(r.name, r.limits[limit]) {
 			return
 		}
 		c = r.decisionCounter(limit, res)
@@ -228,7 +237,7 @@ func (r *Route) Refund(limit int) {
 		return
 	}
 	// Only limits with count_status give units back, and they have theirs.
-	if !r.codes.retired.Load() && r.m.serving(r.limits[limit].Policy) {
+	if !r.codes.retired.Load() && r.m.decides(r.name, r.limits[limit]) {
 		r.rvec.WithLabelValues(r.name, r.limits[limit].Policy).Inc()
 	}
 }
