@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
 )
 
@@ -34,54 +33,13 @@ func TestLeasedUnitNotSpentAfterItsWindowEnds(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.Start(t)
-			const window = 2 * time.Second
 			const limit = 10000
-			mk := func() *Store {
-				s, err := New(context.Background(), Options{Addresses: []string{srv.Addr()}, Timeout: 3 * time.Second})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, ok := waitFor(10*time.Second, s.Healthy); !ok {
-					t.Fatal("store not healthy")
-				}
-				return s
-			}
-			a, b := mk(), mk()
-			t.Cleanup(func() { b.Close() })
-			for _, s := range []*Store{a, b} {
-				s.startHeartbeat()
-			}
-			a.beat(false)
-			b.beat(false)
-
-			p := leasePolicy(t, "p", ratelimit.FixedWindow, limit, window)
+			run := startBoundaryRun(t, 2*time.Second)
+			a, srv, boundary, startK := run.a, run.srv, run.boundary, run.startK
+			p := leasePolicy(t, "p", ratelimit.FixedWindow, limit, run.window)
 			rp := ratelimit.Request{Policy: p, Key: "global"}
 			rq := ratelimit.Request{Policy: tc.second(t), Key: "global"}
-
-			w := int64(window / time.Microsecond)
-			for {
-				us := time.Now().UnixMicro()
-				if off := us % w; off > 100_000 && off < 300_000 {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-			startK := time.Now().UnixMicro() / w * w
-			boundary := time.UnixMicro(startK + w)
-
-			out := make([]ratelimit.Decision, 1)
-			for range 3000 {
-				if err := a.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for time.Until(boundary) > 40*time.Millisecond {
-				if err := a.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
-					t.Fatal(err)
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+			run.fillUntilBoundary(t, rp)
 			// The second limit's state exists already (per-request) or
 			// its lease is empty (leased): either way its decision needs
 			// Redis, which is slow until 100ms after the window's end.
@@ -110,21 +68,7 @@ func TestLeasedUnitNotSpentAfterItsWindowEnds(t *testing.T) {
 			time.Sleep(time.Until(boundary.Add(100 * time.Millisecond)))
 			srv.Resume()
 			wg.Wait()
-			a.Close()
-			var admittedB int64
-			for misses := 0; misses < 50 && time.Now().Before(boundary.Add(window-200*time.Millisecond)); {
-				if err := b.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
-					t.Fatal(err)
-				}
-				if out[0].Allowed {
-					admittedB++
-				} else {
-					misses++
-				}
-			}
-			if time.Now().After(boundary.Add(window)) {
-				t.Fatalf("draining ran past window k+1")
-			}
+			admittedB := run.drainB(t, rp)
 			total := stale.Load() + fresh.Load() + admittedB
 			t.Logf("in window k+1: A admitted %d on units of window k and %d on k+1; B %d; total %d (limit %d)", stale.Load(), fresh.Load(), admittedB, total, limit)
 			if stale.Load() > 0 {

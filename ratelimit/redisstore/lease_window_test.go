@@ -25,71 +25,17 @@ import (
 // only before the local deadline ... Units are spent only in the window
 // they were counted in".
 func TestLeaseUnitsNotSpentAfterWindowEnd(t *testing.T) {
-	srv := redistest.Start(t)
-	const window = 2 * time.Second
 	const limit = 10000
-	mk := func() *Store {
-		s, err := New(context.Background(), Options{Addresses: []string{srv.Addr()}, Timeout: 3 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := waitFor(10*time.Second, s.Healthy); !ok {
-			t.Fatal("store not healthy")
-		}
-		return s
-	}
-	a, b := mk(), mk()
-	t.Cleanup(func() { b.Close() })
-	for _, s := range []*Store{a, b} {
-		s.startHeartbeat()
-	}
-	a.beat(false)
-	b.beat(false)
-
-	p := leasePolicy(t, "p", ratelimit.FixedWindow, limit, window)
+	run := startBoundaryRun(t, 2*time.Second)
+	a, srv, boundary, startK := run.a, run.srv, run.boundary, run.startK
+	p := leasePolicy(t, "p", ratelimit.FixedWindow, limit, run.window)
 	q := leasePolicy(t, "q", ratelimit.FixedWindow, 1_000_000, time.Hour)
 	rp := ratelimit.Request{Policy: p, Key: "global"}
 	rq := ratelimit.Request{Policy: q, Key: "global"}
-
-	// Start early in a window (windows are aligned to the Unix epoch, and
-	// Redis runs on this machine's clock).
-	w := int64(window / time.Microsecond)
-	for {
-		us := time.Now().UnixMicro()
-		if off := us % w; off > 100_000 && off < 300_000 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	startK := time.Now().UnixMicro() / w * w
-	boundary := time.UnixMicro(startK + w)
-
-	// Instance A serves P's traffic in window k: its lease grows.
-	out := make([]ratelimit.Decision, 1)
-	for range 3000 {
-		if err := a.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a.leases.mu.Lock()
-	l := a.leases.m[Key(a.prefix, rp)]
-	a.leases.mu.Unlock()
-	l.mu.Lock()
-	t.Logf("A's lease of P holds %d units of window %d", l.units, l.mark)
-	l.mu.Unlock()
-
-	// Steady traffic on A keeps its lease (idle leases go back after
-	// 400ms) until requests arrive 40ms before window k ends; Redis is
-	// slow to answer Q's refill, until 100ms after the end.
-	for time.Until(boundary) > 40*time.Millisecond {
-		if err := a.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	l.mu.Lock()
-	t.Logf("at the burst, A's lease of P holds %d units of window %d, gone=%v", l.units, l.mark, l.gone)
-	l.mu.Unlock()
+	// Instance A serves P's traffic in window k: its lease grows, and
+	// steady traffic keeps it until requests arrive 40ms before window k
+	// ends; Redis is slow to answer Q's refill, until 100ms after the end.
+	run.fillUntilBoundary(t, rp)
 	now0 := time.Now()
 	srv.Pause()
 	var stale, fresh atomic.Int64
@@ -119,21 +65,7 @@ func TestLeaseUnitsNotSpentAfterWindowEnd(t *testing.T) {
 	}
 	// A goes away (its unspent units of window k+1 go back); B then takes
 	// what Redis has of window k+1.
-	a.Close()
-	var admittedB int64
-	for misses := 0; misses < 50 && time.Now().Before(boundary.Add(window-200*time.Millisecond)); {
-		if err := b.Decide(context.Background(), time.Now(), []ratelimit.Request{rp}, out); err != nil {
-			t.Fatal(err)
-		}
-		if out[0].Allowed {
-			admittedB++
-		} else {
-			misses++
-		}
-	}
-	if time.Now().After(boundary.Add(window)) {
-		t.Fatalf("draining ran past window k+1")
-	}
+	admittedB := run.drainB(t, rp)
 	// Every admission counted here happened after window k ended (Redis
 	// answered Q's refill only after the end) and before window k+1 did.
 	total := stale.Load() + fresh.Load() + admittedB
