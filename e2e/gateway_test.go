@@ -107,7 +107,10 @@ func TestValidateRefusesWhatCannotBeCounted(t *testing.T) {
 		path + ":16:12: policies.too-fast.limit: ",
 		path + ":24:15: policies.no-wait.max_wait: ",
 		path + ":30:12: policies.no-burst.burst: ",
-		path + ":41:54: routes[0].limits[5].window: ",
+		path + ":36:12: policies.lockout.block: ",
+		path + ":45:9: routes[0].limits[3]: ",
+		path + ":48:54: routes[0].limits[6].window: ",
+		path + ":49:64: routes[0].limits[7].block: ",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%s", len(lines), len(want), stderr.String())
