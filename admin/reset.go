@@ -29,7 +29,7 @@ func resetLimits(src Source) http.HandlerFunc {
 			return
 		}
 		if !tokenMatches(r.Header.Get("Authorization"), want) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
+			w.Header().Set("WWW-Authenticate", "Bearer")
 			problem.Error(w, http.StatusUnauthorized, "missing or wrong admin token: send Authorization: Bearer TOKEN")
 			return
 		}
