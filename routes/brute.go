@@ -87,6 +87,11 @@ type Overrides struct {
 	by6   map[prefix6]int
 	lens4 []int // distinct IPv4 prefix lengths in by4, longest first
 	lens6 []int // the same for IPv6
+
+	// ipAt is where the policy's ip source is among its key values, and
+	// sources how many there are; ipAt is -1 when it has none. With them
+	// ForKey finds a clients: override from a key alone.
+	ipAt, sources int
 }
 
 // prefix6 is an IPv6 prefix as a map key: the masked address and length.
@@ -167,16 +172,60 @@ func (o *Overrides) Match(key []byte, client netip.Addr) *Override {
 // List returns the overrides in the policy's order.
 func (o *Overrides) List() []*Override { return o.list }
 
-// ByKey returns the first override that lists key among its keys, or nil:
-// the bucket /v1/limits reads for that key.
-func (o *Overrides) ByKey(key string) *Override {
+// ForKey returns the override whose bucket the consumer of key (the key
+// values joined by '|', as /v1/limits takes them) uses, or nil: the first
+// that lists key among its keys or, when the policy keys on ip, whose
+// clients hold that address. An IPv6 client's key is its /64, which
+// stands here for the /64's first address, so an override of a longer
+// IPv6 prefix is not found by key.
+func (o *Overrides) ForKey(key string) *Override {
 	if o == nil {
 		return nil
 	}
-	if i, ok := o.byKey[key]; ok {
-		return o.list[i]
+	return o.Match([]byte(key), o.clientOf(key))
+}
+
+// clientOf reads the client address out of key, the zero Addr when the
+// policy has no ip source or key holds none where it should. Values of
+// other sources may hold '|', the address never does: it is read from the
+// end of key that it is nearer to when the parts do not count out.
+func (o *Overrides) clientOf(key string) netip.Addr {
+	if o.ipAt < 0 {
+		return netip.Addr{}
 	}
-	return nil
+	parts := strings.Split(key, "|")
+	var part string
+	switch {
+	case len(parts) == o.sources:
+		part = parts[o.ipAt]
+	case o.ipAt == 0:
+		part = parts[0]
+	case o.ipAt == o.sources-1:
+		part = parts[len(parts)-1]
+	default:
+		return netip.Addr{}
+	}
+	if a, err := netip.ParseAddr(part); err == nil {
+		return a
+	}
+	if p, err := netip.ParsePrefix(part); err == nil {
+		return p.Addr()
+	}
+	return netip.Addr{}
+}
+
+// keyOn tells o the policy's key sources (see ipAt).
+func (o *Overrides) keyOn(sources []source) {
+	if o == nil {
+		return
+	}
+	o.ipAt, o.sources = -1, len(sources)
+	for i, s := range sources {
+		if s.kind == srcIP {
+			o.ipAt = i
+			break
+		}
+	}
 }
 
 var overrideFields = []string{"keys", "clients", "limit", "window", "burst", "queue", "max_wait", "exempt"}
@@ -188,7 +237,7 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, co
 	if len(items) == 0 {
 		return nil
 	}
-	o := &Overrides{byKey: map[string]int{}, by4: map[uint64]int{}, by6: map[prefix6]int{}}
+	o := &Overrides{byKey: map[string]int{}, by4: map[uint64]int{}, by6: map[prefix6]int{}, ipAt: -1}
 	for i, in := range items {
 		p := index(path, i)
 		if deref(in).Kind != yaml.MappingNode {

@@ -107,8 +107,30 @@ func TestBruteForceConfig(t *testing.T) {
 			t.Errorf("key %q from %s: got %q, want %q", tc.key, tc.client, got, tc.want)
 		}
 	}
-	if ov := o.ByKey("pk-1|10.1.2.3"); ov == nil || ov.Policy.Limit != 5000 {
-		t.Errorf("ByKey: got %+v, want the partner override", ov)
+	// The admin API has a key alone: the policy keys on ip, so the key
+	// holds the client address, by which clients: entries match.
+	for key, want := range map[string]string{
+		"pk-1|10.1.2.3":      "api#override1/5000/1m0s/500",
+		"x|10.20.30.40":      "exempt",
+		"x|192.0.2.7":        "api#override3/7/1m0s/7",
+		"a|b|192.0.2.7":      "api#override3/7/1m0s/7", // a value that holds '|'
+		"x|192.0.2.8":        "",
+		"x|2001:db8:1::/64":  "exempt",
+		"ordinary|10.20.1.1": "exempt",
+		"ordinary|not-an-ip": "",
+	} {
+		got := ""
+		if ov := o.ForKey(key); ov != nil {
+			if ov.Exempt {
+				got = "exempt"
+			} else {
+				p := ov.Policy
+				got = fmt.Sprintf("%s/%d/%v/%d", p.Name, p.Limit, p.Window, p.Burst)
+			}
+		}
+		if got != want {
+			t.Errorf("ForKey(%q): got %q, want %q", key, got, want)
+		}
 	}
 	shaped := c.Table.Routes[1].Limits[0]
 	ov := shaped.Overrides.Match([]byte("127.0.0.1"), netip.MustParseAddr("127.0.0.1"))

@@ -234,7 +234,7 @@ routes:
 			t.Errorf("%s: got sync %v, want %v", name, got, want)
 		}
 	}
-	if o := c.Overrides["leased"].ByKey("a"); o == nil || o.Policy.Sync != ratelimit.SyncLease {
+	if o := c.Overrides["leased"].ForKey("a"); o == nil || o.Policy.Sync != ratelimit.SyncLease {
 		t.Errorf("override of a leased policy: got %+v, want it leased too", o)
 	}
 }

@@ -192,6 +192,7 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		d.errorf(orNode(key.n, n), kp, "must list at least one key source, like [ip] or [header:X-API-Key]")
 	}
 	def.text = strings.Join(texts, "|")
+	def.overrides.keyOn(def.sources)
 	if len(d.probs) > before || pol == nil {
 		def.pol, def.broken = nil, true
 	}

@@ -487,7 +487,7 @@ func (src source) Policy(name string) *ratelimit.Policy {
 
 func (src source) Override(name, key string) *ratelimit.Policy {
 	if c := src.s.cfg.Load(); c != nil {
-		if o := c.Overrides[name].ByKey(key); o != nil && !o.Exempt {
+		if o := c.Overrides[name].ForKey(key); o != nil && !o.Exempt {
 			return o.Policy
 		}
 	}
