@@ -186,6 +186,28 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 		for _, i := range give {
 			rt.metrics.Refund(i)
 		}
+		rt.showGivenBack(rec.Header(), reqs, ds, give, m, ex)
+	}
+}
+
+// showGivenBack rewrites the answer's limit fields for the units given
+// back, whose buckets admit one more request now than when the request was
+// decided: r one higher, and t and the classic Reset 0 once the bucket is
+// whole again. (Where it is not whole, t and Reset stay as decided: a
+// give-back may bring either earlier, never later.)
+func (rt *route) showGivenBack(h http.Header, reqs []ratelimit.Request, ds []ratelimit.Decision, give []int, m *matched, ex *exchange) {
+	ds = slices.Clone(ds)
+	for _, i := range give {
+		d := &ds[i]
+		d.Remaining = min(d.Remaining+1, reqs[i].Policy.Capacity())
+		if d.Remaining == reqs[i].Policy.Capacity() {
+			d.RetryAfter, d.Reset = 0, 0
+		}
+	}
+	if m != nil {
+		rt.setOverriddenHeaders(h, reqs, ds, m)
+	} else {
+		rt.setLimitHeaders(h, ds, &ex.limitValues)
 	}
 }
 

@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestGivenBackAnswerShowsIt: a unit given back (count_status) goes back
+// before the answer leaves, and the answer's limit fields say so: r counts
+// it, and t and X-RateLimit-Reset are 0 once the bucket is whole again. A
+// bucket that another failure still holds shows that one spent.
+func TestGivenBackAnswerShowsIt(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("fail") {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	t.Cleanup(up.Close)
+	for _, alg := range []string{"token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"} {
+		t.Run(alg, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := newTestGateway(t, `
+routes:
+  - name: login
+    upstream: %s
+    limits:
+      - {algorithm: `+alg+`, limit: 5, window: 15m, key: [ip], count_status: [401]}
+`, up.URL)
+			post := func(query string) *http.Response {
+				resp, err := testClient.Post(srv.URL+"/login"+query, "application/json", strings.NewReader("{}"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp
+			}
+			for i := range 2 {
+				resp := post("")
+				if got, want := resp.Header.Get("RateLimit"), `"login#1";r=5;t=0`; got != want {
+					t.Errorf("success %d, its unit given back: RateLimit got %q, want %q", i+1, got, want)
+				}
+				if got, want := resp.Header.Get("X-RateLimit-Remaining")+" "+resp.Header.Get("X-RateLimit-Reset"), "5 0"; got != want {
+					t.Errorf("success %d: X-RateLimit-Remaining and -Reset got %q, want %q", i+1, got, want)
+				}
+			}
+			failed := post("?fail")
+			resp := post("")
+			if got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"login#1";r=4;t=%s`, strings.TrimPrefix(failed.Header.Get("RateLimit"), `"login#1";r=4;t=`)); got != want {
+				t.Errorf("success after a failure: RateLimit got %q, want %q (the failure still spent)", got, want)
+			}
+		})
+	}
+}
