@@ -60,7 +60,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	switch {
 	case err != nil && queued:
 		// Gone before waiting at all: no timer, the place goes back.
-		m.giveUpLocked(e, w)
+		m.giveUpLocked(s, h, e, w)
 	case err == nil:
 		w.timer = time.NewTimer(time.Duration(w.dep - m.clock().UnixNano()))
 	}
@@ -102,7 +102,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 			if cut {
 				w.leaving.Store(true)
 				if queued {
-					m.giveUpLocked(e, w)
+					m.giveUpLocked(s, h, e, w)
 				}
 			}
 			if e != nil {
@@ -121,7 +121,7 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	if queued {
 		s.mu.Lock()
 		e := s.find(h, r.Policy, r.Key)
-		m.giveUpLocked(e, w)
+		m.giveUpLocked(s, h, e, w)
 		e.unlock(false)
 		s.mu.Unlock()
 	}
@@ -134,7 +134,11 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 // give-up reached the lock late (the lock was busy), and the waiter behind
 // may have left at its own departure meanwhile, so moving the line would
 // let the next request leave together with it.
-func (m *MemoryStore) giveUpLocked(e *entry, w *waiter) {
+//
+// A bucket whose next departure moved earlier becomes idle earlier too:
+// the shard's queue of buckets that become idle soonest learns the new
+// time, or eviction could take a live bucket while this one is idle.
+func (m *MemoryStore) giveUpLocked(s *memShard, h uint64, e *entry, w *waiter) {
 	t := e.pol.interval // a waiter not old was decided under its settings
 	now := m.clock().UnixNano()
 	if w.old || e.s[0]-t < w.dep || w.dep < now || !behindWaited(e, w, t) {
@@ -156,6 +160,9 @@ func (m *MemoryStore) giveUpLocked(e *entry, w *waiter) {
 	}
 	e.dequeueLocked(w)
 	e.s[0] -= t
+	if s.idle.due != nil {
+		s.idle.push(idleDue{h, e.dueAtLocked(now)})
+	}
 }
 
 // behindWaited reports whether every departure e's schedule holds after
