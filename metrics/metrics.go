@@ -238,7 +238,7 @@ func (m *Metrics) Retain(routes, policies []string) {
 			goneP = append(goneP, p)
 		}
 	}
-	m.retireChangedLocked()
+	m.retireChangedLocked(keepR)
 	m.mu.Unlock()
 	m.Forget(goneR, goneP)
 }
@@ -247,9 +247,13 @@ func (m *Metrics) Retain(routes, policies []string) {
 // stay but changed: a limit the last Route call of its route no longer
 // has (its policy now of another algorithm, without count_status, or off
 // that route), and the queue series of a policy no longer a leaky_bucket.
-func (m *Metrics) retireChangedLocked() {
+// Routes not in keep are on their way out (Forget), and count for nothing.
+func (m *Metrics) retireChangedLocked(keep map[string]bool) {
 	leaky := map[string]bool{}
 	for r, ls := range m.limits {
+		if !keep[r] {
+			continue
+		}
 		// The series the current limits still count into, which a limit
 		// that changed in other ways (shadow, block) shares.
 		decides, refunds := map[deciding]bool{}, map[string]bool{}

@@ -512,3 +512,25 @@ func TestReloadRetiresChangedLimits(t *testing.T) {
 	wantValue(t, m, "sluice_ratelimit_decisions_total", "algorithm=token_bucket,policy=shaping,result=allowed,route=orders", 1)
 	wantValue(t, m, "sluice_ratelimit_decisions_total", "algorithm=fixed_window,policy=otp,result=allowed,route=orders", 1)
 }
+
+// TestReloadRetiresQueueOfPolicyWhoseLeakyRouteWent: a reload that removes
+// the only route listing a leaky_bucket policy and makes that policy a
+// token_bucket on another route drops the policy's queue series.
+func TestReloadRetiresQueueOfPolicyWhoseLeakyRouteWent(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.Route("orders", []Limit{{Policy: "shaping", Algorithm: "leaky_bucket"}})
+	m.Queue("shaping").Enter()
+	m.Retain([]string{"orders"}, []string{"shaping"})
+
+	m.Route("other", []Limit{{Policy: "shaping", Algorithm: "token_bucket"}})
+	m.Retain([]string{"other"}, []string{"shaping"})
+	for name, mf := range families(t, m) {
+		if !strings.HasPrefix(name, "sluice_ratelimit_queue") {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			t.Errorf("%s{%s}: exported, want dropped once shaping is no leaky_bucket anywhere", name, labels(s))
+		}
+	}
+}
