@@ -29,7 +29,9 @@ func newGateway(tb testing.TB, yaml string, upstream string, m *metrics.Metrics)
 	tb.Cleanup(func() { store.Close() })
 	g := New(Options{Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	g.Load(cfg, store)
-	srv := httptest.NewServer(g)
+	srv := httptest.NewUnstartedServer(g)
+	srv.Config.ConnContext = WithConn // as the gateway's listeners have it
+	srv.Start()
 	tb.Cleanup(srv.Close)
 	return srv, g
 }

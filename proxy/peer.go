@@ -95,3 +95,17 @@ func (w *peerWatch) stop() {
 	w.timer.Stop()
 	w.mu.Unlock()
 }
+
+// abandon ends the exchange of a request whose client went away without
+// an answer: over HTTP/1 its connection is closed. Were the handler only
+// to return, net/http would write an empty 200 of its own, which a client
+// that has only shut down its sending side (net/http takes that for gone
+// too) would read as the answer to a request nobody served.
+func abandon(r *http.Request) {
+	if r.ProtoMajor != 1 {
+		return
+	}
+	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+		c.Close()
+	}
+}

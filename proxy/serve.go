@@ -442,6 +442,7 @@ func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request,
 	}
 	status := rec.status
 	if ex.clientGone && !rec.wrote {
+		abandon(r)
 		status = 499 // as nginx logs it: the client closed the connection first
 	} else if status == 0 {
 		status = http.StatusOK

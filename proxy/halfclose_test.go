@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// TestHalfCloserGetsNoEmpty200: a client that sends its request and shuts
+// down its sending side counts as gone, as net/http and nginx take it:
+// its request, waiting in a queue or for a slow upstream, is abandoned.
+// It must then get no answer at all, not an empty 200 that net/http
+// writes when a handler returns without one, which would read as success
+// for a request nobody served.
+func TestHalfCloserGetsNoEmpty200(t *testing.T) {
+	t.Parallel()
+	slow := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		time.Sleep(3 * time.Second)
+		io.WriteString(c, okAnswer)
+	})
+	up := newBodyUpstream(t)
+	srv, _ := newTestGateway(t, `
+policies:
+  shaping: {algorithm: leaky_bucket, limit: 1, window: 3s, queue: 5, key: [global]}
+routes:
+  - name: slow
+    match: {path_prefix: /slow}
+    upstream: `+slow.url()+`
+  - name: queued
+    upstream: %s
+    limits: [shaping]
+`, up.URL)
+	if resp, err := testClient.Get(srv.URL + "/first"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close() // the next request on the queued route waits 3s
+	}
+	for _, path := range []string{"/queued", "/slow"} {
+		t.Run(path, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+			c.(*net.TCPConn).CloseWrite()
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return // no answer
+			}
+			b, _ := io.ReadAll(resp.Body)
+			t.Errorf("got %d %q for a request abandoned when its client half-closed: want no answer", resp.StatusCode, b)
+		})
+	}
+}
