@@ -53,7 +53,8 @@ func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		next := u.targets[(first+attempt+1)%len(u.targets)]
 		req = req.Clone(req.Context())
-		if ex := exchangeOf(req.Context()); ex != nil {
+		if ex := exchangeOf(req.Context()); ex.upstream != "" {
+			// The route's rewrite made req (and named its target).
 			retarget(req, next, ex)
 			ex.upstream = next.Host
 		} else {
