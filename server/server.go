@@ -272,6 +272,12 @@ func (s *Server) httpServer(h http.Handler, tc *tls.Config) *http.Server {
 		srv.ReadHeaderTimeout = cfg.ClientHeaderTimeout
 		srv.IdleTimeout = cfg.KeepaliveTimeout
 		srv.ConnState = connState(cfg.ClientHeaderTimeout)
+		// A stream's write deadline only queues its reset behind the
+		// connection's frame writer; an HTTP/2 client that stops
+		// reading its socket blocks that writer, and with it every
+		// stream. The connection goes once it has taken no byte for
+		// send_timeout.
+		srv.HTTP2.WriteByteTimeout = cfg.SendTimeout
 	} else {
 		srv.ConnState = connState(0)
 	}
