@@ -357,13 +357,17 @@ func (g *Gateway) upstreamError(rt *route) func(http.ResponseWriter, *http.Reque
 			ex.clientGone = true
 			return
 		}
+		// Only the route's timeout is a 504: an upstream that could not
+		// be reached at all, its connection or TLS handshake timing out
+		// included, is a 502 (counted as a timeout all the same).
 		kind := metrics.UpstreamErrorKindOf(err)
-		if errors.Is(err, errUpstreamTimeout) {
+		timedOut := errors.Is(err, errUpstreamTimeout)
+		if timedOut {
 			kind = metrics.UpstreamTimeout
 		}
 		rt.metrics.UpstreamError(kind)
 		ex.upstreamErr = err
-		if kind == metrics.UpstreamTimeout {
+		if timedOut {
 			problem.Error(w, http.StatusGatewayTimeout, fmt.Sprintf("upstream of route %s sent no response within %s", rt.r.Name, rt.r.Timeout))
 			return
 		}
