@@ -10,13 +10,13 @@ import (
 // prints its usage and exits 0, as simulate always did. A flag it does not
 // know stays a usage error.
 func TestHelpExitsZero(t *testing.T) {
-	for _, cmd := range []string{"run", "validate", "demo", "health", "simulate"} {
+	for _, cmd := range []string{"run", "validate", "demo", "health", "simulate", "version"} {
 		var out, errOut bytes.Buffer
 		if code := run([]string{cmd, "-h"}, &out, &errOut); code != 0 {
 			t.Errorf("sluice %s -h: exit %d, want 0 (stderr %q)", cmd, code, errOut.String())
 		}
-		if got := out.String() + errOut.String(); !strings.Contains(got, "-") {
-			t.Errorf("sluice %s -h printed no flags: %q", cmd, got)
+		if got := out.String() + errOut.String(); !strings.Contains(got, "sluice "+cmd) {
+			t.Errorf("sluice %s -h printed no usage: %q", cmd, got)
 		}
 		if code := run([]string{cmd, "-no-such-flag"}, &out, &errOut); code == 0 {
 			t.Errorf("sluice %s -no-such-flag: exit 0, want a usage error", cmd)
@@ -24,11 +24,13 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
-// TestDemoRefusesArguments: demo takes flags only; a stray word is a
-// usage error, not a demo that starts and ignores it.
+// TestDemoRefusesArguments: demo and version take flags only; a stray
+// word is a usage error, not a command that runs and ignores it.
 func TestDemoRefusesArguments(t *testing.T) {
-	var out, errOut bytes.Buffer
-	if code := run([]string{"demo", "extra"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unexpected argument "extra"`) {
-		t.Errorf("sluice demo extra: exit %d, stderr %q; want 2 naming the argument", code, errOut.String())
+	for _, cmd := range []string{"demo", "version"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{cmd, "extra"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), `unexpected argument "extra"`) {
+			t.Errorf("sluice %s extra: exit %d, stderr %q; want 2 naming the argument", cmd, code, errOut.String())
+		}
 	}
 }

@@ -72,14 +72,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "health":
 		return runHealth(args, stderr)
 	case "version", "-version", "--version":
-		fmt.Fprintf(stdout, "sluice %s\n", versionString())
-		return 0
+		return runVersion(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", cmd, usage)
 	return 2
+}
+
+// runVersion prints the version. It takes no flags but -h, and no
+// arguments: as every command, it refuses what it does not know.
+func runVersion(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "sluice version: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	fmt.Fprintf(stdout, "sluice %s\n", versionString())
+	return 0
 }
 
 // exitFor is the exit code of a command whose flags ended it: 0 when
