@@ -36,7 +36,8 @@
 -- taken before a reset is not settled against the fresh bucket.
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
--- delay_ns, mark in us, blocked (1/0), hold mark, generation}. The
+-- delay_ns, mark in us, blocked (1/0), hold mark, generation} (all 0 in
+-- modes 'r' and 'k'). The
 -- generation is the bucket's count of resets when a limit that may settle
 -- took a unit, else 0. The mark names the unit
 -- an admitted request took, for a refund (0 when it took none): the
@@ -526,10 +527,14 @@ end
 if mode == 'r' then
   -- Give back, for the limits flagged, the unit an admitted request took
   -- (count_status), against this server's time like every decision.
+  -- Nothing else is touched, as the memory store's Refund: a look here
+  -- would drop the sliding log's entries that left the window and move
+  -- its settled time, which decides later late arrivals. Modes 'r' and
+  -- 'k' reply zeros for every limit; the caller reads none of it.
   for i = 1, n do
     if param(i).flag and current(i) then refund(i) end
   end
-  for i = 1, n do put(i, (step(i, 0))) end
+  for i = 1, n do put(i, {}) end
   return out
 end
 
@@ -540,7 +545,7 @@ if mode == 'k' then
     local p = param(i)
     if p.flag and p.alg == 1 and p.hold and current(i) then tb_settle(p, KEYS[i], p.start, false) end
   end
-  for i = 1, n do put(i, (step(i, 0))) end
+  for i = 1, n do put(i, {}) end
   return out
 end
 
