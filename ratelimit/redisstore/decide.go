@@ -30,7 +30,8 @@ var decideScript = rueidis.NewLuaScript(commonSource + decideSource)
 //go:embed reset.lua
 var resetSource string
 
-// resetScript makes a bucket fresh and counts the reset; see reset.lua.
+// resetScript makes a bucket fresh and gives it a new identity; see
+// reset.lua.
 var resetScript = rueidis.NewLuaScript(resetSource)
 
 // Script modes, ARGV[5] of decide.lua.
@@ -392,8 +393,9 @@ func (s *Store) settle(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 }
 
 // Reset implements ratelimit.Store: it deletes the bucket's keys, its
-// block included, in Redis and in the Fallback, and counts the reset, so
-// that no unit taken before it is settled against the fresh bucket. For a leased policy it
+// block included, in Redis and in the Fallback, and gives the bucket a new
+// identity, so that no unit taken before it is settled against the fresh
+// bucket. For a leased policy it
 // also drops this instance's lease of the bucket; what other instances'
 // leases hold is still spent until it runs out (the window's end, or the
 // token_bucket lease TTL).
@@ -424,7 +426,7 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
 	start := time.Now()
-	err := bounded(tctx, func() rueidis.RedisResult { return resetScript.Exec(tctx, *c, []string{k}, nil) }).Error()
+	err := bounded(tctx, func() rueidis.RedisResult { return resetScript.Exec(tctx, *c, []string{k}, []string{s.token()}) }).Error()
 	s.observe(start, err)
 	if err != nil {
 		if ctx.Err() == nil {

@@ -32,14 +32,20 @@
 --           (to refund or keep, the one the decision's reply named; else
 --           '-')
 --
--- KEYS[i] .. ':g' counts the resets of bucket i (see reset.lua); a unit
--- taken before a reset is not settled against the fresh bucket.
+-- KEYS[i] .. ':g' holds the identity of bucket i: a random number made
+-- when a limit that may settle first takes a unit from it, and made anew
+-- by each reset (see reset.lua). A unit is settled only against the
+-- identity it was taken under, so neither a reset nor a Redis that lost
+-- its data (a restart without persistence, FLUSHALL, a failover to a
+-- replica behind) lets a unit taken before be settled against a fresh
+-- bucket that never counted it: the fresh bucket has no identity, or
+-- another one.
 --
 -- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
 -- delay_ns, mark in us, blocked (1/0), hold mark, generation} (all 0 in
 -- modes 'r' and 'k'). The
--- generation is the bucket's count of resets when a limit that may settle
--- took a unit, else 0. The mark names the unit
+-- generation is the bucket's identity when a limit that may settle took
+-- a unit, else 0. The mark names the unit
 -- an admitted request took, for a refund (0 when it took none): the
 -- window start it was counted in (fixed_window, sliding_window_counter),
 -- the TAT after it (token_bucket), the score of its log entry
@@ -260,16 +266,34 @@ local function param(i)
   return p
 end
 
--- gen is bucket k's count of resets.
-local function gen(k)
-  return tonumber(redis.call('GET', k .. ':g') or '0')
+-- IDENT_TTL is how long (ms) a bucket's identity outlives the last unit
+-- taken under it: longer than any request waits for its answer (an
+-- unsettled hold runs out within ten minutes). Each take refreshes it.
+local IDENT_TTL = 3600000
+
+-- ident returns bucket k's identity for a unit taken now, making one when
+-- the bucket has none: from this call's token, unique to the call, so a
+-- bucket made again after its data was lost never gets the identity it
+-- had (nor 0, the identity of no bucket).
+local function ident(k)
+  local gk = k .. ':g'
+  local g = redis.call('GET', gk)
+  if g then
+    redis.call('PEXPIRE', gk, IDENT_TTL + slack)
+    return tonumber(g)
+  end
+  local id = tonumber(string.sub(redis.sha1hex(token .. '|' .. k), 1, 13), 16) + 1
+  redis.call('SET', gk, fmt(id), 'PX', IDENT_TTL + slack)
+  return id
 end
 
 -- current reports whether the unit of limit i to settle was taken in the
--- bucket as it is: no reset came between.
+-- bucket as it is: no reset, and no loss of Redis's data, came between.
+-- A unit that carries no identity (0: taken by a limit that does not
+-- settle) settles against a bucket that has none either.
 local function current(i)
   local p = param(i)
-  return p.gen == nil or p.gen == gen(KEYS[i])
+  return p.gen == nil or p.gen == tonumber(redis.call('GET', KEYS[i] .. ':g') or '0')
 end
 
 -- scalar state: token_bucket 'tat', leaky_bucket 'next tail',
@@ -474,7 +498,7 @@ local function step(i, n)
   if not took then
     d[6], d[8] = 0, 0
   elseif p.hold then
-    d[9] = gen(k)
+    d[9] = ident(k)
   end
   return d, took, b
 end

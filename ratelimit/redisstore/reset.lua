@@ -1,16 +1,15 @@
 -- reset.lua makes a bucket fresh: it deletes its state, its sliding log's
--- settled time and its block, and counts the reset in KEYS[1] .. ':g',
--- which decide.lua hands out with every unit that may be settled, so that
--- a unit taken before the reset is not settled against the fresh bucket.
--- The count is kept for an hour past the last reset, longer than any
--- request waits for its answer (an unsettled hold runs out within ten
--- minutes); once it is gone the count is 0 again, as for a bucket never
--- reset, and a unit stamped with it (there is none left by then) would
--- settle again.
+-- settled time and its block, and gives it a new identity in
+-- KEYS[1] .. ':g' (see decide.lua), so that a unit taken before the reset
+-- is not settled against the fresh bucket. The identity is kept for an
+-- hour past the last unit taken under it, longer than any request waits
+-- for its answer; once it is gone a bucket has none, until the next unit
+-- a limit that settles takes makes one.
 --
 -- KEYS[1]  the bucket (decide.lua's KEYS[i]; the other keys share its tag)
+-- ARGV[1]  a token unique to this call, that the new identity is made of
 local k = KEYS[1]
 redis.call('DEL', k, k .. ':s', k .. ':b')
-redis.call('INCR', k .. ':g')
-redis.call('PEXPIRE', k .. ':g', 3600000)
+local id = tonumber(string.sub(redis.sha1hex(ARGV[1] .. '|' .. k), 1, 13), 16) + 1
+redis.call('SET', k .. ':g', string.format('%.17g', id), 'PX', 3600000)
 return 1
