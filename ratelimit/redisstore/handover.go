@@ -44,9 +44,50 @@ type handover struct {
 	local schedules // on the fallback, for Redis
 	// blocks are the ends of the blocks Redis answered for this store's
 	// requests, for the fallback: a key blocked in Redis stays blocked
-	// when the fallback decides it. Blocks other instances saw are not
-	// known here.
+	// when the fallback decides it. A key Redis answers without a block
+	// is forgotten (a reset lifted it). Blocks other instances saw, and
+	// resets made through them, are not known here until Redis answers
+	// this store for the key.
 	blocks schedules
+	// carried are the buckets whose blocks were handed to the fallback:
+	// Redis decides again once it answers, and the fallback's copies are
+	// dropped then, so that a reset made meanwhile leaves no stale copy
+	// to refuse the key at the next outage.
+	carried carriedBlocks
+}
+
+// carriedBlocks maps bucket keys to the request whose block was handed to
+// the fallback. The zero value is ready; it is safe for concurrent use.
+type carriedBlocks struct {
+	mu      sync.Mutex
+	reqs    map[string]ratelimit.Request
+	pending atomic.Bool // the map is not empty
+}
+
+// add notes that the block of r's bucket key was handed to the fallback;
+// it reports false when the map is full and the block must not be.
+func (c *carriedBlocks) add(key string, r ratelimit.Request) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reqs == nil {
+		c.reqs = make(map[string]ratelimit.Request)
+	}
+	if _, ok := c.reqs[key]; !ok && len(c.reqs) >= maxSchedules {
+		return false
+	}
+	c.reqs[key] = r
+	c.pending.Store(true)
+	return true
+}
+
+// drain returns and forgets every request noted.
+func (c *carriedBlocks) drain() map[string]ratelimit.Request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.reqs
+	c.reqs = nil
+	c.pending.Store(false)
+	return m
 }
 
 // maxSchedules bounds the buckets a schedules remembers.
@@ -124,14 +165,17 @@ func (m *schedules) sweepLocked(now time.Time) {
 
 // handOver starts the fallback's schedule of each leaky_bucket limit in
 // reqs where Redis's stood, and blocks each key of reqs that Redis had
-// blocked, before the fallback decides reqs.
+// blocked, before the fallback decides reqs. The fallback's copy goes
+// when Redis answers again (dropCarried); the next outage hands over only
+// what Redis answered this store since.
 func (s *Store) handOver(now time.Time, reqs []ratelimit.Request) {
 	if b, ok := s.fallback.(blockHolder); ok && s.handover.blocks.pending.Load() {
 		for _, r := range reqs {
 			if r.Policy.Block <= 0 {
 				continue
 			}
-			if until, ok := s.handover.blocks.take(Key(s.prefix, r), now); ok {
+			key := Key(s.prefix, r)
+			if until, ok := s.handover.blocks.take(key, now); ok && s.handover.carried.add(key, r) {
 				b.BlockUntil(r, until)
 			}
 		}
@@ -152,21 +196,40 @@ func (s *Store) handOver(now time.Time, reqs []ratelimit.Request) {
 
 // noteForFallback notes, after Redis decided reqs, what the local
 // fallback would need to take over: where leaky_bucket schedules stand and
-// when blocks end.
+// when blocks end. Redis answering ends the fallback's copies of blocks.
 func (s *Store) noteForFallback(now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
 	if s.o.OnError == OnErrorLocal {
+		if s.handover.carried.pending.Load() {
+			s.dropCarried()
+		}
 		s.handover.redis.recordSchedules(s.prefix, now, trip, reqs, out)
 		s.handover.blocks.recordBlocks(s.prefix, now, trip, reqs, out)
 	}
 }
 
+// dropCarried lifts, in the fallback, the blocks handed to it from Redis:
+// Redis answers again, and its word, which a reset may have changed
+// since, is the one to hand over at the next outage. The fallback's
+// bucket is reset, which also drops what it counted of the key during the
+// outage; Redis's state outranks it now.
+func (s *Store) dropCarried() {
+	for _, r := range s.handover.carried.drain() {
+		_ = s.fallback.Reset(context.Background(), r)
+	}
+}
+
 // recordBlocks notes the end of each block Redis answered for reqs: a
 // rejection by a policy that blocks starts or meets one, whose end its
-// RetryAfter names, counted like recordSchedules' times.
+// RetryAfter names, counted like recordSchedules' times. A key Redis
+// admitted is no longer blocked there: what was noted of it goes.
 func (m *schedules) recordBlocks(prefix string, now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
 	for i, r := range reqs {
-		if r.Policy.Block > 0 && !r.Policy.Shadow && !out[i].Allowed && out[i].RetryAfter > 0 {
+		switch {
+		case r.Policy.Block <= 0 || r.Policy.Shadow:
+		case !out[i].Allowed && out[i].RetryAfter > 0:
 			m.record(Key(prefix, r), now.Add(trip+out[i].RetryAfter), now)
+		case out[i].Allowed:
+			m.forget(Key(prefix, r))
 		}
 	}
 }
