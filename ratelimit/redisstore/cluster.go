@@ -106,22 +106,7 @@ func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time,
 			continue
 		}
 		wg.Go(func() {
-			undo := make([]string, len(g.reqs))
-			for j, r := range g.reqs {
-				switch {
-				case !g.out[j].Allowed:
-					undo[j] = "-"
-				case r.Policy.Algorithm == ratelimit.FixedWindow || r.Policy.Algorithm == ratelimit.SlidingWindowCounter:
-					undo[j] = formatInt(g.starts[j])
-				case r.Policy.Algorithm == ratelimit.TokenBucket || r.Policy.Algorithm == ratelimit.LeakyBucket:
-					// The time the take wrote (TAT, next departure): the
-					// script's time plus the Reset it reported. Given back
-					// only while it is still what the bucket holds.
-					undo[j] = formatInt(g.at + int64(g.out[j].Reset/time.Microsecond))
-				default:
-					undo[j] = "1"
-				}
-			}
+			undo := undoMarks(g.reqs, g.out, g.starts, g.at)
 			keys, args := s.call(now, g.reqs, modeUndo, g.token, formatInt(g.at), undo, nil, nil)
 			got := make([]ratelimit.Decision, len(g.reqs))
 			if _, err := s.run(ctx, c, decideScript, keys, args, now, g.reqs, got, nil); err != nil {
@@ -138,6 +123,29 @@ func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time,
 		})
 	}
 	wg.Wait()
+}
+
+// undoMarks names, per limit, what a decision that admitted reqs at the
+// script's time at (us) took, for decide.lua's undo mode: "-" for a limit
+// that took nothing. out and starts are the decision's reply.
+func undoMarks(reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64, at int64) []string {
+	undo := make([]string, len(reqs))
+	for j, r := range reqs {
+		switch {
+		case !out[j].Allowed:
+			undo[j] = "-"
+		case r.Policy.Algorithm == ratelimit.FixedWindow || r.Policy.Algorithm == ratelimit.SlidingWindowCounter:
+			undo[j] = formatInt(starts[j])
+		case r.Policy.Algorithm == ratelimit.TokenBucket || r.Policy.Algorithm == ratelimit.LeakyBucket:
+			// The time the take wrote (TAT, next departure): the
+			// script's time plus the Reset it reported. Given back
+			// only while it is still what the bucket holds.
+			undo[j] = formatInt(at + int64(out[j].Reset/time.Microsecond))
+		default:
+			undo[j] = "1"
+		}
+	}
+	return undo
 }
 
 func groupErr(gs []*slotGroup) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -214,7 +215,13 @@ func (s *Store) call(now time.Time, reqs []ratelimit.Request, mode, token, undoA
 // reply): for fixed_window and sliding_window_counter the window start.
 func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, keys, args []string, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64) (int64, error) {
 	start := time.Now()
-	vals, err := bounded(ctx, func() rueidis.RedisResult { return script.Exec(ctx, c, keys, args) }).ToArray()
+	var res rueidis.RedisResult
+	if script == decideScript && args[4] == modeTake {
+		res = s.execTake(ctx, c, keys, args, now, reqs)
+	} else {
+		res = bounded(ctx, func() rueidis.RedisResult { return script.Exec(ctx, c, keys, args) })
+	}
+	vals, err := res.ToArray()
 	if err == nil && len(vals) != 1+fieldsPerLimit*len(keys) {
 		err = fmt.Errorf("decoding script reply: got %d values, want %d", len(vals), 1+fieldsPerLimit*len(keys))
 	}
@@ -222,12 +229,18 @@ func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, 
 	if err != nil {
 		return 0, fmt.Errorf("running decision script: %w", err)
 	}
-	var at int64
-	if at, err = vals[0].AsInt64(); err != nil {
+	return decodeReply(vals, now, reqs, out, starts)
+}
+
+// decodeReply converts decide.lua's reply for reqs, decided at now, into
+// out (and starts, when not nil; see run) and returns the script's time.
+func decodeReply(vals []rueidis.RedisMessage, now time.Time, reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64) (int64, error) {
+	at, err := vals[0].AsInt64()
+	if err != nil {
 		return 0, fmt.Errorf("decoding script reply: %w", err)
 	}
 	var f [fieldsPerLimit]int64
-	for i := range keys {
+	for i := range reqs {
 		for j := range f {
 			if f[j], err = vals[1+i*fieldsPerLimit+j].AsInt64(); err != nil {
 				return 0, fmt.Errorf("decoding script reply: %w", err)
@@ -262,6 +275,81 @@ func (s *Store) run(ctx context.Context, c rueidis.Client, script *rueidis.Lua, 
 		}
 	}
 	return at, nil
+}
+
+// execTake runs decide.lua in mode take, as bounded does. When ctx ends
+// first, the caller decides without Redis (OnError), but the script it
+// sent still runs once Redis gets to it, and takes its units: the request
+// would count twice, in the fallback and in Redis, and a give-back of it
+// reaches the fallback only. So the reply is still awaited, for as long
+// as rueidis keeps a connection that does not answer, and what a late
+// reply took is given back (giveBackLate). A script that runs after
+// rueidis gave up on the connection, or whose reply is lost, keeps what
+// it took: the bucket is held lower, never higher.
+func (s *Store) execTake(ctx context.Context, c rueidis.Client, keys, args []string, now time.Time, reqs []ratelimit.Request) rueidis.RedisResult {
+	var mu sync.Mutex
+	abandoned := false
+	done := make(chan rueidis.RedisResult, 1)
+	// Like bounded's, the call is not waited for by Close, which ends
+	// bgCtx: it then returns at once.
+	go func() {
+		lctx, cancel := context.WithTimeout(s.bgCtx, s.lateWait())
+		r := decideScript.Exec(lctx, c, keys, args)
+		cancel()
+		mu.Lock()
+		late := abandoned
+		if !late {
+			done <- r
+		}
+		mu.Unlock()
+		if late {
+			s.giveBackLate(c, r, keys, args, now, reqs)
+		}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	select {
+	case r := <-done: // answered just in time
+		return r
+	default:
+		abandoned = true
+		return rueidis.NewErrorResult(ctx.Err())
+	}
+}
+
+// lateWait is how long a decision's reply is awaited after its caller
+// stopped waiting: as long as rueidis keeps a connection whose server does
+// not answer (ConnWriteTimeout), after which the reply cannot come.
+func (s *Store) lateWait() time.Duration { return max(10*s.o.Timeout, time.Second) + s.o.Timeout }
+
+// giveBackLate gives back what a decision took in Redis after its caller
+// had stopped waiting for it, with decide.lua's undo mode, as a cluster
+// request rejected in another slot is given back: the caller decided
+// without Redis. reply is the late reply to the call of keys and args,
+// for reqs at now.
+func (s *Store) giveBackLate(c rueidis.Client, reply rueidis.RedisResult, keys, args []string, now time.Time, reqs []ratelimit.Request) {
+	vals, err := reply.ToArray()
+	if err != nil || len(vals) != 1+fieldsPerLimit*len(keys) {
+		return // it did not run, or nothing tells what it took
+	}
+	out := make([]ratelimit.Decision, len(reqs))
+	starts := make([]int64, len(reqs))
+	at, err := decodeReply(vals, now, reqs, out, starts)
+	if err != nil || !ratelimit.Admitted(reqs, out) {
+		return // a rejected request took nothing
+	}
+	undo := undoMarks(reqs, out, starts, at)
+	_, uargs := s.call(now, reqs, modeUndo, args[2], formatInt(at), undo, nil, nil)
+	ctx, cancel := context.WithTimeout(s.bgCtx, s.looseTimeout())
+	defer cancel()
+	start := time.Now()
+	err = decideScript.Exec(ctx, c, keys, uargs).Error()
+	s.observe(start, err)
 }
 
 // degraded decides without Redis, as OnError says.

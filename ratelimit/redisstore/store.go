@@ -138,6 +138,9 @@ type Store struct {
 	calls   atomic.Int64   // Redis round trips of leases and heartbeats
 	bg      sync.WaitGroup // the lease sweep and heartbeats
 	refills sync.WaitGroup // background lease refills
+	// bgCtx ends when Close begins: late replies are no longer awaited.
+	bgCtx    context.Context
+	bgCancel context.CancelFunc
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -197,6 +200,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 	}
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.slack = "0"
 	if o.CallerTime {
 		s.slack = fmt.Sprint(CallerTimeSlack.Milliseconds())
@@ -324,6 +328,7 @@ func (s *Store) Close() error {
 	s.life.Lock()
 	s.closed = true
 	s.life.Unlock()
+	s.bgCancel()
 	s.stopOnce.Do(func() { close(s.stop) })
 	<-s.done
 	s.bg.Wait()
