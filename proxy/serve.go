@@ -193,6 +193,10 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			problem.Error(w, http.StatusBadRequest, "Content-Type is given more than once; json: key sources need one")
 			return s, rt, false
 		case len(ct) == 1 && routes.IsJSON(ct[0]):
+			if why := routes.JSONEncodingProblem(ct[0], nil); why != "" {
+				problem.Error(w, http.StatusBadRequest, why)
+				return s, rt, false
+			}
 			// Nothing has counted this request yet: the part of the body
 			// the keys read must come as quickly as the headers.
 			lift := ex.body.wholeBy(time.Now().Add(s.cfg.ClientHeaderTimeout))
@@ -200,6 +204,10 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			lift()
 			if f := ex.body.failure(); f != nil {
 				refuseBody(w, ex, f)
+				return s, rt, false
+			}
+			if why := routes.JSONEncodingProblem(ct[0], body); why != "" {
+				problem.Error(w, http.StatusBadRequest, why)
 				return s, rt, false
 			}
 			// That read may take up to client_header_timeout: a reload

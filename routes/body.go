@@ -1,6 +1,8 @@
 package routes
 
 import (
+	"bytes"
+	"fmt"
 	"math"
 	"mime"
 	"strconv"
@@ -23,6 +25,34 @@ type Body struct {
 // NewBody wraps raw, which the caller must not modify afterwards. A body
 // larger than MaxKeyBody, or not a single JSON value, yields empty values.
 func NewBody(raw []byte) *Body { return &Body{raw: raw} }
+
+// JSONEncodingProblem says why a body with the JSON Content-Type
+// contentType, of which b holds what the keys read, may be decoded
+// otherwise by an upstream than as the UTF-8 that json: sources read, or
+// "" when nothing suggests it: a charset other than UTF-8, a byte order
+// mark, or the NUL bytes that UTF-16 and UTF-32 text of JSON starts with.
+// RFC 8259 has JSON exchanged as UTF-8 without a byte order mark, but
+// Express's body-parser, Django REST framework and Werkzeug decode the
+// others too: {"phone":"r1","+AHA-hone":"victim"} in UTF-7 is victim to
+// them. b may be nil (the body is not read yet, or is too large).
+func JSONEncodingProblem(contentType string, b *Body) string {
+	if _, params, err := mime.ParseMediaType(contentType); err == nil {
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+			return fmt.Sprintf("the JSON body's charset is %q; json: key sources read UTF-8, and so must the upstream", cs)
+		}
+	}
+	if b == nil {
+		return ""
+	}
+	head := b.raw[:min(len(b.raw), 4)]
+	switch {
+	case bytes.HasPrefix(head, []byte("\xef\xbb\xbf")), bytes.HasPrefix(head, []byte("\xfe\xff")), bytes.HasPrefix(head, []byte("\xff\xfe")):
+		return "the JSON body starts with a byte order mark; json: key sources read UTF-8 without one"
+	case bytes.IndexByte(head, 0) >= 0:
+		return "the JSON body is not UTF-8 (it holds NUL bytes, as UTF-16 and UTF-32 do); json: key sources read UTF-8"
+	}
+	return ""
+}
 
 // IsJSON reports whether a Content-Type value names a JSON body:
 // application/json or application/*+json, parameters and letter case
@@ -82,6 +112,22 @@ func (b *Body) appendField(dst []byte, path [][]byte) ([]byte, bool) {
 		return appendScalar(dst, v), true
 	}
 	return dst, true
+}
+
+// appendJSONText appends the key text of the JSON text s, as a json:
+// source keys the value it reads, and reports whether s is one valid JSON
+// value (with whitespace around it, as JSON.parse takes it).
+func appendJSONText(dst, s []byte) ([]byte, bool) {
+	if len(s) > MaxKeyBody {
+		return dst, false
+	}
+	sc := scanner{b: s}
+	v, st := sc.walk()
+	sc.kinds.release()
+	if st != scanValid {
+		return dst, false
+	}
+	return appendScalar(dst, v), true
 }
 
 // appendScalar appends the key text of the raw JSON value v, which the

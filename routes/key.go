@@ -49,6 +49,23 @@ func (e *DuplicateError) Error() string {
 	return "key source " + e.Source + " is given more than once in the request"
 }
 
+// AmbiguousError is a key source the request gives in a form that upstream
+// frameworks may read otherwise than sluice: the gateway refuses the
+// request rather than guess.
+type AmbiguousError struct {
+	Source string // as configured, like "query:api_key"
+	Why    string
+}
+
+func (e *AmbiguousError) Error() string {
+	return "key source " + e.Source + ": " + e.Why
+}
+
+// maxQueryParams is how many query parameters Express's qs and PHP
+// (max_input_vars) read; they drop the rest, where a second value of a
+// parameter could hide from them but not from sluice.
+const maxQueryParams = 1000
+
 // globalValue is the value of the global source: one bucket for everyone.
 const globalValue = "global"
 
@@ -207,6 +224,9 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 			dst = append(dst, r.Host...)
 		case srcQuery:
 			if r.URL != nil {
+				if n := strings.Count(r.URL.RawQuery, "&") + 1; n > maxQueryParams {
+					return dst, &AmbiguousError{Source: s.text, Why: fmt.Sprintf("the query has more than %d parameters, past which frameworks stop reading it", maxQueryParams)}
+				}
 				dst, ok = appendQuery(dst, r.URL.RawQuery, s.name)
 			}
 		case srcCookie:
@@ -317,29 +337,53 @@ func queryNames(raw, name string) bool {
 }
 
 // sameName reports whether an upstream framework may read the parameter
-// or cookie called k as the one called name. Besides k == name, PHP (so
-// Laravel, Symfony, WordPress) drops leading spaces from a name and turns
-// spaces, dots and an unclosed "[" into "_", so that "api.key" is its
-// api_key; and PHP, Rack and Express's qs read "api_key[]" and
-// "api_key[x]" as api_key, an array. Both sides are compared in that form,
-// so that "api.key=victim&api_key=decoy" is api_key twice, a duplicate,
-// rather than decoy here and victim upstream.
+// or cookie called k as the one called name: whether one of the names
+// frameworks give k (see frameworkNames) is one they give name. Both
+// sides are compared in those forms, so that "api.key=victim&api_key=decoy"
+// is api_key twice, a duplicate, rather than decoy here and victim
+// upstream.
 func sameName(k, name string) bool {
 	if k == name {
 		return true
 	}
-	if !strings.ContainsAny(k, " .[") && !strings.ContainsAny(name, " .[") {
+	if !strings.ContainsAny(k, nameSpecials) && !strings.ContainsAny(name, nameSpecials) {
 		return false
 	}
-	f := frameworkName(k)
-	return f != "" && f == frameworkName(name)
+	ks, ns := frameworkNames(k), frameworkNames(name)
+	for _, a := range ks {
+		for _, b := range ns {
+			if a != "" && a == b {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-// frameworkName is the name PHP gives the parameter or cookie k, and the
-// base name of an array parameter ("a[]", "a[x]"), a form in which
-// distinct names of one framework may be equal: it errs towards taking
-// two parameters for one.
-func frameworkName(k string) string {
+// nameSpecials are the bytes without which every framework reads a
+// parameter's name as it is.
+const nameSpecials = " .[]\x00"
+
+// frameworkNames are the names upstream frameworks give the parameter or
+// cookie k, in forms in which distinct names of one framework may be
+// equal: they err towards taking two parameters for one.
+//   - PHP (so Laravel, Symfony, WordPress) ends a name at a NUL byte,
+//     drops its leading spaces, reads "a[]" and "a[x]" as a, an array, and
+//     turns spaces, dots and an unclosed "[" into "_": "api.key" is its
+//     api_key.
+//   - Rack 2 (Rails, Sinatra) drops leading brackets and ends the name at
+//     the next bracket: "[api_key]", "]api_key" and "api_key]" are its
+//     api_key.
+//   - Express's qs reads "[api_key]" as api_key and "api_key[x]" as
+//     api_key, an object.
+func frameworkNames(k string) [3]string {
+	return [3]string{phpName(k), rackName(k), qsName(k)}
+}
+
+func phpName(k string) string {
+	if i := strings.IndexByte(k, 0); i >= 0 {
+		k = k[:i]
+	}
 	k = strings.TrimLeft(k, " ")
 	if i := strings.IndexByte(k, '['); i > 0 && strings.IndexByte(k[i:], ']') > 0 {
 		k = k[:i]
@@ -354,6 +398,27 @@ func frameworkName(k string) string {
 		}
 	}
 	return string(b)
+}
+
+func rackName(k string) string {
+	k = strings.TrimLeft(k, "[]")
+	if i := strings.IndexAny(k, "[]"); i >= 0 {
+		k = k[:i]
+	}
+	return k
+}
+
+func qsName(k string) string {
+	if strings.HasPrefix(k, "[") {
+		if i := strings.IndexByte(k, ']'); i > 0 {
+			return k[1:i]
+		}
+		return k
+	}
+	if i := strings.IndexByte(k, '['); i > 0 {
+		return k[:i]
+	}
+	return k
 }
 
 // appendCookie writes the value of the cookie called name, without
@@ -386,7 +451,19 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 			found, val = true, strings.TrimSpace(v)
 		}
 	}
-	return appendCookieValue(dst, val), true
+	start := len(dst)
+	dst = appendCookieValue(dst, val)
+	if v := dst[start:]; len(v) > 1 && v[0] == 'j' && v[1] == ':' {
+		// Express's cookie-parser reads a value that starts with "j:"
+		// as JSON: j:"victim", j: "victim" and j:"\u0076ictim" are all
+		// victim to it. Such a value is keyed as json: sources key a
+		// JSON value; one that is not JSON it leaves as it is.
+		// (The text is copied: the key is written where it stands.)
+		if out, ok := appendJSONText(dst[:start], []byte(string(v[2:]))); ok {
+			return out, true
+		}
+	}
+	return dst, true
 }
 
 // appendCookieValue writes a cookie's value v as the frameworks that

@@ -1,0 +1,384 @@
+package proxy
+
+// Requests whose bytes sluice keys as one consumer while a real framework
+// behind it reads another. Each upstream below parses the way the named
+// framework does (checked against the real framework, see each test), and
+// reports the consumer it read. Every route allows 2 requests per key per
+// hour; an attacker sending 6 requests for one victim, each spelled with a
+// fresh value that sluice keys, must not get more than 2 of them to the
+// upstream as the victim.
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf16"
+)
+
+const frameworkLimit = 2
+
+const frameworkConfig = `
+routes:
+  - name: otp
+    match: {path: /v1/otp, methods: [POST]}
+    upstream: %[1]s/utf7json
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [json:phone]}
+  - name: cookieparser
+    match: {path_prefix: /v1/cookie}
+    upstream: %[1]s/cookieparser
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
+  - name: php
+    match: {path_prefix: /v1/php}
+    upstream: %[1]s/php
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+  - name: rack
+    match: {path_prefix: /v1/rack}
+    upstream: %[1]s/rack
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+  - name: rails
+    match: {path: /v1/rails/otp}
+    upstream: %[1]s/rails
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [json:phone]}
+  - name: qs
+    match: {path_prefix: /v1/qs}
+    upstream: %[1]s/qs
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+`
+
+// frameworkRig is a gateway in front of an upstream that answers with the
+// consumer its framework reads, and counts how often each one got through.
+type frameworkRig struct {
+	addr string
+	mu   sync.Mutex
+	read map[string]int // consumer read upstream -> requests that reached it
+}
+
+func newFrameworkRig(t *testing.T) *frameworkRig {
+	t.Helper()
+	rig := &frameworkRig{read: map[string]int{}}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var who string
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/utf7json"):
+			who = readBodyParserJSON(r.Header.Get("Content-Type"), body, "phone")
+		case strings.HasPrefix(r.URL.Path, "/cookieparser"):
+			who = readCookieParser(r.Header.Values("Cookie"), "sid")
+		case strings.HasPrefix(r.URL.Path, "/php"):
+			who = readPHPQuery(r.URL.RawQuery, "api_key")
+		case strings.HasPrefix(r.URL.Path, "/rack"):
+			who = readRack2Query(r.URL.RawQuery, "api_key")
+		case strings.HasPrefix(r.URL.Path, "/rails"):
+			// Rails params: the JSON body merged with the query, the
+			// query (parsed by Rack 2) winning.
+			who = readRack2Query(r.URL.RawQuery, "phone")
+			if who == "" {
+				var m map[string]any
+				json.Unmarshal(body, &m)
+				who, _ = m["phone"].(string)
+			}
+		case strings.HasPrefix(r.URL.Path, "/qs"):
+			who = readQS(r.URL.RawQuery, "api_key")
+		}
+		rig.mu.Lock()
+		rig.read[who]++
+		rig.mu.Unlock()
+		io.WriteString(w, who)
+	}))
+	t.Cleanup(up.Close)
+	srv, _ := newTestGateway(t, frameworkConfig, up.URL)
+	rig.addr = srv.Listener.Addr().String()
+	return rig
+}
+
+func (rig *frameworkRig) send(t *testing.T, raw string) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", rig.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("reading the response to %q: %v", raw, err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// attack sends each raw request and fails when the upstream read victim
+// more than the limit allows.
+func (rig *frameworkRig) attack(t *testing.T, victim string, raws []string) {
+	t.Helper()
+	var codes []int
+	for _, raw := range raws {
+		codes = append(codes, rig.send(t, raw))
+	}
+	rig.mu.Lock()
+	got := rig.read[victim]
+	rig.mu.Unlock()
+	if got > frameworkLimit {
+		t.Errorf("the upstream served %d requests as %q (limit %d per key); gateway answers %v; first request:\n%s",
+			got, victim, frameworkLimit, codes, shortRaw(raws[0]))
+	}
+}
+
+func postJSON(path, ctype, body string) string {
+	return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: api.example.com\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", path, ctype, len(body), body)
+}
+
+func getRaw(target, extra string) string {
+	return "GET " + target + " HTTP/1.1\r\nHost: api.example.com\r\n" + extra + "Connection: close\r\n\r\n"
+}
+
+// Express 4.22.3 (body-parser 1.20.9, iconv-lite 0.7.x) and Django REST
+// framework 3.14.0 (Django 3.2.25) decode a JSON body in the charset its
+// Content-Type names, UTF-7 included; sluice reads the bytes as UTF-8
+// JSON. "+AHA-hone" is "phone" in UTF-7, and the later member wins.
+func TestFrameworkJSONCharsetUTF7(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		body := fmt.Sprintf(`{"phone":"rot%d","+AHA-hone":"+-15550001"}`, i)
+		raws = append(raws, postJSON("/v1/otp", "application/json; charset=utf-7", body))
+	}
+	rig.attack(t, "+15550001", raws)
+}
+
+// Express's cookie-parser 1.4.7 (the middleware express documents) parses a
+// cookie value that starts with "j:" as JSON: j:"victim", j: "victim" and
+// j:"\u0076ictim" are all "victim" in req.cookies.
+func TestFrameworkCookieParserJSONCookie(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		raws = append(raws, getRaw("/v1/cookie", "Cookie: sid=j:"+strings.Repeat(" ", i)+"\"victim\"\r\n"))
+	}
+	rig.attack(t, "victim", raws)
+}
+
+// PHP 8.2.36 ends a query parameter's name at an encoded NUL:
+// api_key%00x=victim is $_GET['api_key'], and the last one wins.
+func TestFrameworkPHPQueryNameNUL(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		raws = append(raws, getRaw(fmt.Sprintf("/v1/php?api_key=rot%d&api_key%%00=victim", i), ""))
+	}
+	rig.attack(t, "victim", raws)
+}
+
+// Rack 2.2.22 (Rails 6.x/7.0) reads a parameter name with its leading
+// brackets and trailing "]" dropped: api_key], [api_key] and ]api_key are
+// all params["api_key"], and the last one wins.
+func TestFrameworkRack2BracketNames(t *testing.T) {
+	for _, spelling := range []string{"api_key]", "[api_key]", "]api_key"} {
+		t.Run(spelling, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			var raws []string
+			for i := 0; i < 6; i++ {
+				raws = append(raws, getRaw(fmt.Sprintf("/v1/rack?api_key=rot%d&%s=victim", i, spelling), ""))
+			}
+			rig.attack(t, "victim", raws)
+		})
+	}
+}
+
+// The same Rack 2 names reach Rails' params over a JSON body: the query
+// wins, and sluice's check of the query for the json: source's name does
+// not see "]phone".
+func TestFrameworkRailsQueryOverJSONBracketName(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		raws = append(raws, postJSON("/v1/rails/otp?]phone=%2B15550001", "application/json", fmt.Sprintf(`{"phone":"rot%d"}`, i)))
+	}
+	rig.attack(t, "+15550001", raws)
+}
+
+// Express 4.22.3's query parser, qs 6.17.1, reads "[api_key]" as api_key
+// and parses only the first 1000 parameters (parameterLimit), so the
+// api_key sluice keys on, the 1001st, never reaches req.query.
+func TestFrameworkQSBracketNameAndParameterLimit(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		q := "[api_key]=victim" + strings.Repeat("&a", 999) + fmt.Sprintf("&api_key=rot%d", i)
+		raws = append(raws, getRaw("/v1/qs?"+q, ""))
+	}
+	rig.attack(t, "victim", raws)
+}
+
+// readBodyParserJSON reads field of a JSON body as body-parser and DRF do:
+// decoded in the charset of the Content-Type (UTF-7 here), the last
+// duplicate member winning.
+func readBodyParserJSON(ctype string, body []byte, field string) string {
+	s := string(body)
+	if strings.Contains(strings.ToLower(ctype), "charset=utf-7") {
+		s = decodeUTF7(s)
+	}
+	var m map[string]any
+	if json.Unmarshal([]byte(s), &m) != nil {
+		return ""
+	}
+	v, _ := m[field].(string)
+	return v
+}
+
+// decodeUTF7 decodes RFC 2152 UTF-7, as iconv-lite and Python's codec do.
+func decodeUTF7(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '+' {
+			b.WriteByte(s[i])
+			continue
+		}
+		j := i + 1
+		for j < len(s) && strings.IndexByte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", s[j]) >= 0 {
+			j++
+		}
+		if j == i+1 && j < len(s) && s[j] == '-' {
+			b.WriteByte('+')
+			i = j
+			continue
+		}
+		enc := s[i+1 : j]
+		if len(enc)%4 == 1 {
+			enc = enc[:len(enc)-1]
+		}
+		raw, _ := base64.RawStdEncoding.DecodeString(enc)
+		var u []uint16
+		for k := 0; k+1 < len(raw); k += 2 {
+			u = append(u, uint16(raw[k])<<8|uint16(raw[k+1]))
+		}
+		b.WriteString(string(utf16.Decode(u)))
+		if j < len(s) && s[j] == '-' {
+			j++
+		}
+		i = j - 1
+	}
+	return b.String()
+}
+
+// readCookieParser reads cookie name as Express's cookie-parser 1.4.7 does:
+// the cookie module (split on ";", first wins, quotes stripped, %XX
+// decoded), then a value starting with "j:" parsed as JSON.
+func readCookieParser(lines []string, name string) string {
+	found := false
+	var val string
+	for _, line := range lines {
+		for _, part := range strings.Split(line, ";") {
+			k, v, ok := strings.Cut(part, "=")
+			if !ok || strings.TrimSpace(k) != name || found {
+				continue
+			}
+			found, val = true, strings.TrimSpace(v)
+		}
+	}
+	if len(val) > 1 && val[0] == '"' && val[len(val)-1] == '"' {
+		val = val[1 : len(val)-1]
+	}
+	if u, err := url.PathUnescape(val); err == nil {
+		val = u
+	}
+	if rest, ok := strings.CutPrefix(val, "j:"); ok {
+		var s string
+		if json.Unmarshal([]byte(rest), &s) == nil {
+			return s
+		}
+		return ""
+	}
+	return val
+}
+
+// readPHPQuery reads $_GET[name] as PHP 8.2 does: names url-decoded and
+// cut at a NUL, leading spaces dropped, " " and "." made "_", the last
+// value winning.
+func readPHPQuery(raw, name string) string {
+	var val string
+	for _, kv := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		k, _ = url.QueryUnescape(k)
+		if i := strings.IndexByte(k, 0); i >= 0 {
+			k = k[:i]
+		}
+		k = strings.TrimLeft(k, " ")
+		k = strings.NewReplacer(" ", "_", ".", "_").Replace(k)
+		if k == name {
+			val, _ = url.QueryUnescape(v)
+		}
+	}
+	return val
+}
+
+var rack2Name = regexp.MustCompile(`\A[\[\]]*([^\[\]]+)\]*\z`)
+
+// readRack2Query reads params[name] as Rack 2.2's normalize_params does
+// for a name without nesting: name =~ /\A[\[\]]*([^\[\]]+)\]*/, the last
+// value winning.
+func readRack2Query(raw, name string) string {
+	var val string
+	for _, kv := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		k, _ = url.QueryUnescape(k)
+		if m := rack2Name.FindStringSubmatch(k); m != nil && m[1] == name {
+			val, _ = url.QueryUnescape(v)
+		}
+	}
+	return val
+}
+
+// readQS reads req.query[name] as qs 6 does with Express 4's options:
+// only the first 1000 parameters; a name "[x]" is x; two values make an
+// array, which is no consumer.
+func readQS(raw, name string) string {
+	parts := strings.SplitN(raw, "&", 1001)
+	if len(parts) > 1000 {
+		parts = parts[:1000]
+	}
+	var vals []string
+	for _, kv := range parts {
+		k, v, _ := strings.Cut(kv, "=")
+		k, _ = url.QueryUnescape(k)
+		if strings.HasPrefix(k, "[") && strings.HasSuffix(k, "]") {
+			k = k[1 : len(k)-1]
+		}
+		if k == name {
+			u, _ := url.QueryUnescape(v)
+			vals = append(vals, u)
+		}
+	}
+	if len(vals) != 1 {
+		return ""
+	}
+	return vals[0]
+}
+
+func shortRaw(s string) string {
+	if len(s) > 160 {
+		return s[:80] + "..." + s[len(s)-80:]
+	}
+	return s
+}

@@ -1,0 +1,102 @@
+package routes
+
+import (
+	"errors"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// TestFrameworkNames: a query parameter or cookie that PHP, Rack 2 or
+// Express's qs reads as api_key counts as api_key, so that a second
+// spelling beside it is a duplicate rather than a value sluice keys while
+// the upstream reads the other.
+func TestFrameworkNames(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{
+		"api_key", "api.key", " api_key", "api key", "api_key[]", "api_key[x]", "api[key", // PHP
+		"api_key\x00", "api_key\x00junk", // PHP ends a name at NUL
+		"api_key]", "[api_key]", "]api_key", "[[api_key", // Rack 2
+	} {
+		if !sameName(k, "api_key") {
+			t.Errorf("sameName(%q, api_key): got false, want true", k)
+		}
+	}
+	for _, k := range []string{"api_keys", "xapi_key", "api", "key", "[api]_key"} {
+		if sameName(k, "api_key") {
+			t.Errorf("sameName(%q, api_key): got true, want false", k)
+		}
+	}
+}
+
+// TestKeyReadsAsFrameworksDo: what a key source makes of spellings that
+// frameworks read as one value, or cannot be sure to read as sluice does.
+func TestKeyReadsAsFrameworksDo(t *testing.T) {
+	t.Parallel()
+	v4 := netip.MustParseAddr("192.0.2.7")
+	for _, tc := range []struct {
+		name, source, target, cookie string
+		want, wantErr               string // wantErr: a substring of the error
+	}{
+		{"cookie j: string", "cookie:sid", "/", `sid=j:"victim"`, "victim", ""},
+		{"cookie j: spaced", "cookie:sid", "/", `sid=j: "victim" `, "victim", ""},
+		{"cookie j: escaped", "cookie:sid", "/", `sid=j:"\u0076ictim"`, "victim", ""},
+		{"cookie j: percent-encoded", "cookie:sid", "/", `sid=j%3A%22victim%22`, "victim", ""},
+		{"cookie j: number", "cookie:sid", "/", `sid=j:1.0e1`, "10", ""},
+		{"cookie j: object is the empty value", "cookie:sid", "/", `sid=j:{"a":1}`, "", ""},
+		{"cookie j: not JSON stays", "cookie:sid", "/", `sid=j:victim`, "j:victim", ""},
+		{"query NUL name", "query:api_key", "/?api_key=a&api_key%00=b", "", "", "more than once"},
+		{"query rack bracket", "query:api_key", "/?api_key=a&api_key]=b", "", "", "more than once"},
+		{"query qs bracket", "query:api_key", "/?[api_key]=a&api_key=b", "", "", "more than once"},
+		{"query of 1000 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 999) + "api_key=k", "", "k", ""},
+		{"query of 1001 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 1000) + "api_key=k", "", "", "more than 1000 parameters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := httptest.NewRequest("GET", tc.target, nil)
+			if tc.cookie != "" {
+				r.Header["Cookie"] = []string{tc.cookie}
+			}
+			got, err := keyOf(t, "r", tc.source).Append(nil, r, v4, nil)
+			if tc.wantErr != "" {
+				var dup *DuplicateError
+				var amb *AmbiguousError
+				if err == nil || !errors.As(err, &dup) && !errors.As(err, &amb) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("got %q, %v; want an error saying %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestJSONEncodingProblem: a JSON body an upstream may decode as other
+// than UTF-8 is refused on routes with json: keys.
+func TestJSONEncodingProblem(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ctype, body string
+		refused     bool
+	}{
+		{"application/json", `{"phone":"1"}`, false},
+		{"application/json; charset=utf-8", `{"phone":"1"}`, false},
+		{`application/json; charset="UTF-8"`, `{"phone":"1"}`, false},
+		{"application/json;charset=utf8", `{"phone":"1"}`, false},
+		{"application/json; charset=utf-7", `{"phone":"1"}`, true},
+		{"application/json; charset=utf-16le", `{"phone":"1"}`, true},
+		{"application/json; charset=iso-8859-1", `{"phone":"1"}`, true},
+		{"application/json", "\xef\xbb\xbf{\"phone\":\"1\"}", true},
+		{"application/json", "\xff\xfe{\x00\"\x00", true},
+		{"application/json", "{\x00\"\x00p\x00", true},
+		{"application/json", "\x00\x00\x00{", true},
+	} {
+		why := JSONEncodingProblem(tc.ctype, NewBody([]byte(tc.body)))
+		if (why != "") != tc.refused {
+			t.Errorf("%q with %q: got %q, want refused %v", tc.ctype, tc.body, why, tc.refused)
+		}
+	}
+}
