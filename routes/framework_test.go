@@ -37,7 +37,7 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 	v4 := netip.MustParseAddr("192.0.2.7")
 	for _, tc := range []struct {
 		name, source, target, cookie string
-		want, wantErr               string // wantErr: a substring of the error
+		want, wantErr                string // wantErr: a substring of the error
 	}{
 		{"cookie j: string", "cookie:sid", "/", `sid=j:"victim"`, "victim", ""},
 		{"cookie j: spaced", "cookie:sid", "/", `sid=j: "victim" `, "victim", ""},
