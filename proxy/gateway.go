@@ -138,8 +138,15 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 			leased = true
 		}
 	}
-	if d, ok := store.(interface{ DeclareLeases() }); ok && leased {
-		d.DeclareLeases()
+	if d, ok := store.(interface {
+		DeclareLeases()
+		RetireLeases()
+	}); ok {
+		if leased {
+			d.DeclareLeases()
+		} else {
+			d.RetireLeases()
+		}
 	}
 	g.metrics.Retain(names, policies)
 }

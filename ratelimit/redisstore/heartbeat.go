@@ -25,18 +25,27 @@ const (
 // record their heartbeats.
 func InstancesKey(prefix string) string { return prefix + "lease:instances" }
 
-// startHeartbeat starts the heartbeat loop, once, when the store first
-// decides a leased limit: stores without leases write nothing.
+// startHeartbeat starts the heartbeat loop, unless it runs, when the
+// store decides a leased limit or a configuration with leased policies is
+// loaded: stores without leases write nothing.
 func (s *Store) startHeartbeat() {
+	if s.beating.Load() {
+		return
+	}
 	// The first beat is waited for, by every decision that comes while
 	// it runs, so that the first batches are sized for the instances
 	// there are, not for one.
-	s.beatOnce.Do(func() {
-		s.beat(false)
-		if s.goBackground(s.heartbeatLoop) {
-			s.beating.Store(true)
-		}
-	})
+	s.hb.Lock()
+	defer s.hb.Unlock()
+	if s.beating.Load() {
+		return
+	}
+	s.beat(false)
+	stop := make(chan struct{})
+	if s.goBackground(func() { s.heartbeatLoop(stop) }) {
+		s.hbStop = stop
+		s.beating.Store(true)
+	}
 }
 
 // DeclareLeases starts the heartbeat, in the background, for a
@@ -48,6 +57,27 @@ func (s *Store) DeclareLeases() {
 	s.goBackground(s.startHeartbeat)
 }
 
+// RetireLeases stops the heartbeat, for a configuration without leased
+// policies, and takes this instance out of the others' count at once: they
+// would otherwise count it in N, and fall back to a smaller limit / N than
+// the instances that lease, until it stopped. A leased decision still in
+// flight from the configuration before starts the heartbeat again.
+func (s *Store) RetireLeases() {
+	s.hb.Lock()
+	defer s.hb.Unlock()
+	if !s.beating.Load() {
+		return
+	}
+	close(s.hbStop)
+	s.hbStop = nil
+	s.beating.Store(false)
+	s.beat(true)
+	s.seen.Store(0)
+	if s.o.OnInstances != nil {
+		s.o.OnInstances(0)
+	}
+}
+
 // Instances returns N, the instances seen alive at the last heartbeat
 // (at least 1, this one); the fallback limit of a leased policy is
 // limit / N.
@@ -55,12 +85,14 @@ func (s *Store) Instances() int { return s.instances() }
 
 func (s *Store) instances() int { return max(int(s.seen.Load()), 1) }
 
-func (s *Store) heartbeatLoop() {
+func (s *Store) heartbeatLoop(stop <-chan struct{}) {
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-s.stop:
+			return
+		case <-stop:
 			return
 		case <-tick.C:
 		}

@@ -311,3 +311,37 @@ func TestOutageLogsTransitions(t *testing.T) {
 		t.Errorf("Redis down then back under per-request policies: %d log lines, want one when it fails and one when it is back:\n%s", lines, out)
 	}
 }
+
+// TestRetireLeasesLeavesTheCount: a reload to a configuration without
+// leased policies stops the heartbeat and takes the instance out of the
+// others' N at once; they would otherwise fall back to a smaller limit / N
+// than the instances that lease, until it stopped. Leasing again later
+// starts it again.
+func TestRetireLeasesLeavesTheCount(t *testing.T) {
+	srv := redistest.Start(t)
+	other := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	other.startHeartbeat()
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	s.DeclareLeases()
+	if _, ok := waitFor(3*time.Second, func() bool { return s.Instances() == 2 }); !ok {
+		t.Fatalf("after DeclareLeases: N = %d, want 2", s.Instances())
+	}
+	s.RetireLeases()
+	members := func() string { return srv.Do("ZRANGE", InstancesKey(s.prefix), "0", "-1") }
+	if got := members(); strings.Contains(got, s.id) {
+		t.Fatalf("after RetireLeases: instances %q still hold this one", got)
+	}
+	// Past a heartbeat's period: no beat puts it back.
+	time.Sleep(heartbeatEvery + 300*time.Millisecond)
+	if got := members(); strings.Contains(got, s.id) {
+		t.Errorf("a beat after RetireLeases: instances %q hold this one again", got)
+	}
+	other.beat(false)
+	if n := other.Instances(); n != 1 {
+		t.Errorf("the other instance counts N = %d, want 1", n)
+	}
+	s.DeclareLeases()
+	if _, ok := waitFor(3*time.Second, func() bool { return strings.Contains(members(), s.id) }); !ok {
+		t.Errorf("after DeclareLeases again: instances %q lack this one", members())
+	}
+}

@@ -129,7 +129,8 @@ type Store struct {
 	fallbacks leaseFallbacks // leased policies deciding locally
 	seen      atomic.Int64   // instances alive at the last heartbeat
 	beating   atomic.Bool    // the heartbeat loop runs
-	beatOnce  sync.Once      // starts it
+	hb        sync.Mutex     // starts and stops it
+	hbStop    chan struct{}  // stops it; guarded by hb
 	// life orders goroutines started after New (the heartbeat, which a
 	// reload may start) against Close: none is added to bg once closed
 	// is set.
