@@ -36,8 +36,19 @@ func NewBody(raw []byte) *Body { return &Body{raw: raw} }
 // others too: {"phone":"r1","+AHA-hone":"victim"} in UTF-7 is victim to
 // them. b may be nil (the body is not read yet, or is too large).
 func JSONEncodingProblem(contentType string, b *Body) string {
-	if _, params, err := mime.ParseMediaType(contentType); err == nil {
-		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+	// Every charset parameter counts, however many there are (a
+	// parser that reads the last of two would decode by it), and in a
+	// value that mime.ParseMediaType refuses too.
+	_, params, _ := strings.Cut(contentType, ";")
+	for params != "" {
+		var p string
+		p, params, _ = strings.Cut(params, ";")
+		k, cs, _ := strings.Cut(p, "=")
+		if !strings.EqualFold(strings.TrimSpace(k), "charset") {
+			continue
+		}
+		cs = strings.Trim(strings.TrimSpace(cs), `"`)
+		if !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 			return fmt.Sprintf("the JSON body's charset is %q; json: key sources read UTF-8, and so must the upstream", cs)
 		}
 	}
@@ -114,20 +125,37 @@ func (b *Body) appendField(dst []byte, path [][]byte) ([]byte, bool) {
 	return dst, true
 }
 
-// appendJSONText appends the key text of the JSON text s, as a json:
-// source keys the value it reads, and reports whether s is one valid JSON
-// value (with whitespace around it, as JSON.parse takes it).
-func appendJSONText(dst, s []byte) ([]byte, bool) {
+// appendJSONCookie appends the key text of the JSON text s (as a json:
+// source keys the value it reads) when s is what Express's cookie-parser
+// puts in place of a "j:" cookie's value: one valid JSON value (with
+// whitespace around it, as JSON.parse takes it) that is truthy in
+// JavaScript. It reports whether it was.
+func appendJSONCookie(dst, s []byte) ([]byte, bool) {
 	if len(s) > MaxKeyBody {
 		return dst, false
 	}
 	sc := scanner{b: s}
 	v, st := sc.walk()
 	sc.kinds.release()
-	if st != scanValid {
+	if st != scanValid || !truthy(v) {
 		return dst, false
 	}
 	return appendScalar(dst, v), true
+}
+
+// truthy reports whether the valid JSON value v is truthy in JavaScript:
+// not "", 0, false or null.
+func truthy(v []byte) bool {
+	switch v[0] {
+	case '"':
+		return len(v) > 2
+	case 'f', 'n':
+		return false
+	case 't', '{', '[':
+		return true
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	return err != nil || f != 0 // an overflow is ±Inf, truthy
 }
 
 // appendScalar appends the key text of the raw JSON value v, which the

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"sync"
 )
 
 type sourceKind uint8
@@ -451,19 +452,77 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 			found, val = true, strings.TrimSpace(v)
 		}
 	}
-	start := len(dst)
-	dst = appendCookieValue(dst, val)
-	if v := dst[start:]; len(v) > 1 && v[0] == 'j' && v[1] == ':' {
+	if expressJSONCookie(val) {
 		// Express's cookie-parser reads a value that starts with "j:"
-		// as JSON: j:"victim", j: "victim" and j:"\u0076ictim" are all
-		// victim to it. Such a value is keyed as json: sources key a
-		// JSON value; one that is not JSON it leaves as it is.
-		// (The text is copied: the key is written where it stands.)
-		if out, ok := appendJSONText(dst[:start], []byte(string(v[2:]))); ok {
+		// as JSON, once the cookie module stripped its quotes and
+		// decoded its %XX escapes ("+" stays): j:"victim", j: "victim"
+		// and j:"\u0076ictim" are all victim to it. Such a value is
+		// keyed as json: sources key a JSON value, when cookie-parser
+		// takes it: valid JSON, and truthy (j:0, j:false, j:null and
+		// j:"" it leaves as they are).
+		// The JSON scanner keeps no pointer, but the compiler cannot
+		// tell: the decoded text goes in a pooled buffer, not on the
+		// stack, which it would move to the heap.
+		bp := cookieJSON.Get().(*[]byte)
+		text := appendPercentDecoded((*bp)[:0], unquoteCookie(val))
+		out, ok := appendJSONCookie(dst, text[2:])
+		*bp = text[:0]
+		cookieJSON.Put(bp)
+		if ok {
 			return out, true
 		}
 	}
-	return dst, true
+	return appendCookieValue(dst, val), true
+}
+
+// cookieJSON lends appendCookie buffers for the JSON of "j:" cookies.
+var cookieJSON = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// unquoteCookie strips the double quotes around a cookie value, as the
+// cookie modules of Express and Python do.
+func unquoteCookie(v string) string {
+	if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// expressJSONCookie reports whether the cookie value v is "j:..." to
+// Express, its quotes stripped and %XX escapes decoded. It looks at the
+// first two bytes of that only, so that a long value costs nothing.
+func expressJSONCookie(v string) bool {
+	v = unquoteCookie(v)
+	first := func() (byte, bool) {
+		switch {
+		case v == "":
+			return 0, false
+		case v[0] == '%' && len(v) > 2 && isHex(v[1]) && isHex(v[2]):
+			c := unhex(v[1])<<4 | unhex(v[2])
+			v = v[3:]
+			return c, true
+		}
+		c := v[0]
+		v = v[1:]
+		return c, true
+	}
+	j, ok1 := first()
+	colon, ok2 := first()
+	return ok1 && ok2 && j == 'j' && colon == ':'
+}
+
+// appendPercentDecoded writes s with its %XX escapes decoded, as
+// JavaScript's decodeURIComponent does for the escapes it takes; "+"
+// stays as it is.
+func appendPercentDecoded(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			c = unhex(s[i+1])<<4 | unhex(s[i+2])
+			i += 2
+		}
+		dst = append(dst, c)
+	}
+	return dst
 }
 
 // appendCookieValue writes a cookie's value v as the frameworks that
