@@ -47,7 +47,7 @@ func (pt Pattern) Traffic(window time.Duration) (*Traffic, error) {
 		return nil, fmt.Errorf("consumers: must be > 0")
 	}
 	if n := pt.Rate * pt.Duration.Seconds() * float64(pt.Consumers); n > MaxTraffic {
-		return nil, fmt.Errorf("%.0f requests on average: more than %d", n, MaxTraffic)
+		return nil, fmt.Errorf("pattern: rate x duration x consumers is %.0f requests on average, more than %d", n, MaxTraffic)
 	}
 	tr := &Traffic{Origin: Origin(window), Keys: make([]string, pt.Consumers)}
 	for i := range tr.Keys {

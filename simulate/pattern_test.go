@@ -2,6 +2,7 @@ package simulate
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -93,10 +94,26 @@ func TestPatternErrors(t *testing.T) {
 		{Pattern{Shape: "steady", Rate: 1, Duration: 0, Consumers: 1}, "duration: must be > 0 and at most 876000h0m0s"},
 		{Pattern{Shape: "steady", Rate: 1e-9, Duration: MaxOffset + time.Hour, Consumers: 1}, "duration: must be > 0 and at most 876000h0m0s"},
 		{Pattern{Shape: "steady", Rate: 1, Duration: time.Second, Consumers: 0}, "consumers: must be > 0"},
-		{Pattern{Shape: "poisson", Rate: 1000, Duration: time.Hour, Consumers: 100}, "360000000 requests on average: more than 20000000"},
+		{Pattern{Shape: "poisson", Rate: 1000, Duration: time.Hour, Consumers: 100}, "pattern: rate x duration x consumers is 360000000 requests on average, more than 20000000"},
 	} {
 		if _, err := tc.pt.Traffic(time.Second); err == nil || err.Error() != tc.want {
 			t.Errorf("%+v: got error %v, want %q", tc.pt, err, tc.want)
 		}
+	}
+}
+
+// TestPatternTooBigMessageNamesNoNegativeCount: Main prefixes every
+// Pattern.Traffic error with "-" to name the flag, so the error for too
+// many requests must name one too rather than start with the count, which
+// would read as a negative number.
+func TestPatternTooBigMessageNamesNoNegativeCount(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := run(t, nil, "-limit", "1", "-window", "1s", "-pattern", "steady", "-rate", "10000", "-duration", "1h")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	first, _, _ := strings.Cut(stderr, "\n")
+	if !strings.HasPrefix(first, "sluice simulate: -pattern: ") {
+		t.Errorf("got %q, want it to name -pattern", first)
 	}
 }
