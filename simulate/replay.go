@@ -275,7 +275,9 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 	}
 	if err != nil {
 		out.kind, out.reason = badLine, err.Error()
-		if format == "" {
+		if format == "" && text[0] != '{' {
+			// A line that opens a JSON object is no combined line: the
+			// reason the JSON reader gives is the one that counts.
 			out.reason = "neither a sluice JSON log line nor nginx's combined format: " + out.reason
 		}
 		return out, nil
@@ -554,7 +556,11 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 		return err
 	}
 	// The line is written when the request finishes.
-	l.arrival = t.UnixNano() - int64(fr.duration*float64(time.Millisecond))
+	arrival := t.Add(-time.Duration(fr.duration * float64(time.Millisecond)))
+	if err := checkTime(arrival); err != nil {
+		return fmt.Errorf("arrival (time less duration_ms): %v", err)
+	}
+	l.arrival = arrival.UnixNano()
 	l.route, l.method, l.path, l.hasRoute = get(fRoute), get(fMethod), get(fPath), true
 	// The gateway logs a request without an address as "invalid IP".
 	l.client, _ = netip.ParseAddr(get(fClient))
@@ -586,8 +592,9 @@ func fieldOf(quotedName []byte) int {
 	return -1
 }
 
-// maxDuration is the longest duration_ms a line may give.
-const maxDuration = float64(24 * time.Hour / time.Millisecond)
+// maxDuration is the longest duration_ms a line may give: as long as the
+// virtual clock spans. A WebSocket or a stream may stay open for days.
+const maxDuration = float64(MaxOffset / time.Millisecond)
 
 // decode reads a line with the full JSON decoder.
 func (sr *sluiceReader) decode(text []byte, fr *fieldsRead) error {
@@ -610,7 +617,7 @@ func (sr *sluiceReader) decode(text []byte, fr *fieldsRead) error {
 			}
 			fr.duration, _ = tok.Float()
 			if fr.duration < 0 || fr.duration > maxDuration {
-				return fmt.Errorf("duration_ms: %v out of range", fr.duration)
+				return fmt.Errorf("duration_ms: %v out of range (0 to %v)", fr.duration, maxDuration)
 			}
 			continue
 		case `"keys"`:

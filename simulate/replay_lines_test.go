@@ -1,0 +1,36 @@
+package simulate
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func logFile(t *testing.T, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "access.log")
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestReplayReadsRequestsLongerThanADay: a request the gateway counted
+// may last more than a day (a WebSocket or a stream kept open while
+// traffic flows, as websocket_idle_timeout allows). Its line is replayed
+// at its arrival like any other, so the consumer's later requests find
+// the budget spent, as the gateway found it.
+func TestReplayReadsRequestsLongerThanADay(t *testing.T) {
+	t.Parallel()
+	log := logFile(t, `{"time":"2026-03-10T10:00:00Z","level":"INFO","msg":"request","request_id":"a","route":"ws","method":"GET","path":"/ws","status":101,"duration_ms":90000000,"client_ip":"203.0.113.7","upstream":"127.0.0.1:9000"}
+{"time":"2026-03-10T10:00:01Z","level":"INFO","msg":"request","request_id":"b","route":"ws","method":"GET","path":"/ws","status":101,"duration_ms":1,"client_ip":"203.0.113.7","upstream":"127.0.0.1:9000"}
+`)
+	code, stdout, stderr := run(t, nil, "-limit", "1", "-window", "1000h", "-replay", log, "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(stderr, "could not be read") || !strings.Contains(stdout, `{"algorithm":"fixed_window","accepted":1,"rejected":1`) {
+		t.Errorf("a WebSocket held 25h, then another: got\n%s\nstderr: %s", stdout, stderr)
+	}
+}
