@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -967,21 +968,25 @@ func (l *line) readCombined(text []byte) error {
 	}
 	l.referer, l.userAgent = dash(referer), dash(agent)
 	l.hasAgent, l.hasQuery = true, true
-	// "$request" is "METHOD TARGET PROTOCOL"; a request nginx could not
-	// parse is logged as it came, often "-".
+	// "$request" is "METHOD TARGET PROTOCOL". A connection that sent no
+	// request (a preconnect that timed out: 408) or one nginx could not
+	// parse (TLS on the plain port: 400) is logged as it came, often
+	// "-": never a request, so no limit counts it, as the gateway's
+	// server answers such a request line itself.
 	method, rest, _ := cutByte(request, ' ')
-	target, _, _ := cutByte(rest, ' ')
-	if target != "" {
-		// The gateway's canonical request: method upper-cased, path with
-		// repeated slashes merged; a method or path it refuses is a 400
-		// no limit counts.
-		var err error
-		if l.method, err = routes.CanonicalMethod(method); err != nil {
-			l.refused = true
-		}
-		if !l.readTarget(target) {
-			l.refused = true
-		}
+	target, proto, ok := cutByte(rest, ' ')
+	if !ok || target == "" || !strings.HasPrefix(proto, "HTTP/") || strings.IndexByte(proto, ' ') >= 0 {
+		l.refused = true
+		return nil
+	}
+	// The gateway's canonical request: method upper-cased, path with
+	// repeated slashes merged; a method or path it refuses is a 400 no
+	// limit counts.
+	if l.method, err = routes.CanonicalMethod(method); err != nil {
+		l.refused = true
+	}
+	if !l.readTarget(target) {
+		l.refused = true
 	}
 	return nil
 }

@@ -34,3 +34,24 @@ func TestReplayReadsRequestsLongerThanADay(t *testing.T) {
 		t.Errorf("a WebSocket held 25h, then another: got\n%s\nstderr: %s", stdout, stderr)
 	}
 }
+
+// TestReplayLeavesOutNginxLinesThatAreNoRequest: nginx logs a connection
+// that sent no request (a browser's preconnect timing out: 408) or one it
+// could not parse (TLS sent to the plain port: 400) as "-" or the raw
+// bytes. The gateway never counts such a connection (net/http answers a
+// malformed request line itself), so the replay must not charge it to the
+// client's bucket either.
+func TestReplayLeavesOutNginxLinesThatAreNoRequest(t *testing.T) {
+	t.Parallel()
+	log := logFile(t, `203.0.113.7 - - [09/Mar/2026:10:00:01 +0000] "-" 408 0 "-" "-"
+203.0.113.7 - - [09/Mar/2026:10:00:02 +0000] "\x16\x03\x01\x00\xF7\x01\x00\x00\xF3\x03\x03" 400 157 "-" "-"
+203.0.113.7 - - [09/Mar/2026:10:00:03 +0000] "GET /v1/items HTTP/1.1" 200 512 "-" "curl/8.5.0"
+`)
+	code, stdout, stderr := run(t, nil, "-limit", "1", "-window", "1h", "-replay", log, "-format", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout, `{"algorithm":"fixed_window","accepted":1,"rejected":0`) {
+		t.Errorf("one real request from 203.0.113.7 under a limit of 1/h: the gateway admits it; the replay says\n%s\nstderr: %s", stdout, stderr)
+	}
+}
