@@ -321,7 +321,7 @@ func readReplay(path string, ro ReplayOptions, policy string, stderr io.Writer) 
 		say("%s left out: their routes do not list policy %q", plural(rep.OtherRoutes, "request"), policy)
 	}
 	if rep.Refused > 0 {
-		say("%s left out: the gateway answers them 400 before any limit (a query key source given twice, or a method or path it refuses)", plural(rep.Refused, "request"))
+		say("%s left out: the gateway answers them before any limit counts them (a key source given twice, a body over max_body, a method or path it refuses, no request line)", plural(rep.Refused, "request"))
 	}
 	for _, s := range rep.Unrecorded {
 		hint := ""

@@ -73,8 +73,9 @@ type LogReport struct {
 	NotRequests int
 	OtherRoutes int
 	Blank       int
-	// Refused counts the requests the gateway answers 400 before any
-	// limit: a query key source given twice, or a path it refuses.
+	// Refused counts the requests the gateway answers before any limit
+	// counts them: a key source given twice, a body over max_body, a
+	// method or path it refuses, an nginx line that is no request.
 	Refused int
 	// LoggedKeys counts requests keyed by the keys the log carries.
 	LoggedKeys int
@@ -292,6 +293,10 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 		out.kind = otherRouteLine
 		return out, nil
 	}
+	if l.refused {
+		out.kind = refusedLine
+		return out, nil
+	}
 	out.arrival = l.arrival
 	k := lp.keyBuf[:0]
 	defer func() { lp.keyBuf = k[:0] }()
@@ -299,10 +304,6 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 		k = routes.BoundKey(append(k, l.keys[slot]...), 0)
 		out.logged = true
 	} else {
-		if l.refused {
-			out.kind = refusedLine
-			return out, nil
-		}
 		fold := !lp.o.CaseSensitive[l.route]
 		if l.route == "" {
 			fold = lp.foldUnnamed
@@ -485,7 +486,7 @@ type line struct {
 	arrival    int64    // unix nanoseconds
 	keys       []string // sluice's logged keys, nil when absent
 	notRequest bool     // a sluice log line other than an access line
-	refused    bool     // a request the gateway answers 400 before any limit
+	refused    bool     // a request the gateway answers before any limit counts it
 }
 
 // sluiceReader reads lines of sluice's JSON log, reusing its buffers from
@@ -512,6 +513,8 @@ const (
 	fPath
 	fClient
 	fMsg
+	fUpstream
+	fRejectedBy
 	nFields
 )
 
@@ -521,6 +524,8 @@ type fieldsRead struct {
 	seen     [nFields]bool
 	hasKeys  bool
 	duration float64
+	// status is 0 when the line gives none; wait is queue_wait_ms.
+	status, wait float64
 }
 
 // read reads one line of sluice's JSON log into l: slog's time and msg,
@@ -563,6 +568,16 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 	}
 	l.arrival = arrival.UnixNano()
 	l.route, l.method, l.path, l.hasRoute = get(fRoute), get(fMethod), get(fPath), true
+	// A request that went neither to the upstream, nor to a rejecting
+	// limit, nor into a queue, and failed, was answered by the gateway
+	// before any limit counted it: on its route, a key source or
+	// Content-Type given twice (400), a body over max_body (413) or too
+	// slow for json: keys (408), a store that failed (503); with no route,
+	// a request line or path refused before routing (400) or a CONNECT
+	// (501). A 404 is left to the limit being tried.
+	if !fr.seen[fUpstream] && !fr.seen[fRejectedBy] && fr.wait == 0 && fr.status >= 400 {
+		l.refused = l.route != "" || fr.status == 400 || fr.status == 501
+	}
 	// The gateway logs a request without an address as "invalid IP".
 	l.client, _ = netip.ParseAddr(get(fClient))
 	if fr.hasKeys {
@@ -589,8 +604,26 @@ func fieldOf(quotedName []byte) int {
 		return fClient
 	case `"msg"`:
 		return fMsg
+	case `"upstream"`:
+		return fUpstream
+	case `"rejected_by"`:
+		return fRejectedBy
 	}
 	return -1
+}
+
+// numberOf names the access line's numbers replay uses and returns where
+// fr keeps each, with the largest value it takes; nil for the others.
+func numberOf(quotedName []byte, fr *fieldsRead) (*float64, float64) {
+	switch string(quotedName) {
+	case `"duration_ms"`:
+		return &fr.duration, maxDuration
+	case `"queue_wait_ms"`:
+		return &fr.wait, maxDuration
+	case `"status"`:
+		return &fr.status, 999
+	}
+	return nil, 0
 }
 
 // maxDuration is the longest duration_ms a line may give: as long as the
@@ -610,17 +643,19 @@ func (sr *sluiceReader) decode(text []byte, fr *fieldsRead) error {
 		if err != nil {
 			return fmt.Errorf("not JSON: %v", shortErr(err))
 		}
-		switch string(name) {
-		case `"duration_ms"`:
+		if v, most := numberOf(name, fr); v != nil {
+			field := name[1 : len(name)-1]
 			tok, err := dec.ReadToken()
 			if err != nil || tok.Kind() != jsontext.KindNumber {
-				return errors.New("duration_ms: want a number")
+				return fmt.Errorf("%s: want a number", field)
 			}
-			fr.duration, _ = tok.Float()
-			if fr.duration < 0 || fr.duration > maxDuration {
-				return fmt.Errorf("duration_ms: %v out of range (0 to %v)", fr.duration, maxDuration)
+			*v, _ = tok.Float()
+			if *v < 0 || *v > most {
+				return fmt.Errorf("%s: %v out of range (0 to %v)", field, *v, most)
 			}
 			continue
+		}
+		switch string(name) {
 		case `"keys"`:
 			if fr.hasKeys, err = sr.readKeys(); err != nil {
 				return fmt.Errorf("keys: %v", err)
@@ -680,21 +715,22 @@ func (sr *sluiceReader) fast(text []byte, fr *fieldsRead) bool {
 				return false
 			}
 			i = skipSpace(text, i+1)
+			v, most := numberOf(name, fr)
 			switch f := fieldOf(name); {
 			case string(name) == `"keys"`:
 				if i, ok = sr.fastKeys(text, i, fr); !ok {
 					return false
 				}
-			case string(name) == `"duration_ms"`:
+			case v != nil:
 				end := numberEnd(text, i)
 				if end < 0 {
 					return false
 				}
 				d, err := strconv.ParseFloat(string(text[i:end]), 64)
-				if err != nil || d < 0 || d > maxDuration {
+				if err != nil || d < 0 || d > most {
 					return false
 				}
-				fr.duration, i = d, end
+				*v, i = d, end
 			case f >= 0:
 				from, to, ok := plainString(text, i)
 				if !ok {

@@ -3,6 +3,7 @@ package simulate
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -53,5 +54,38 @@ func TestReplayLeavesOutNginxLinesThatAreNoRequest(t *testing.T) {
 	}
 	if !strings.Contains(stdout, `{"algorithm":"fixed_window","accepted":1,"rejected":0`) {
 		t.Errorf("one real request from 203.0.113.7 under a limit of 1/h: the gateway admits it; the replay says\n%s\nstderr: %s", stdout, stderr)
+	}
+}
+
+// TestReadLogLeavesOutRequestsAnsweredBeforeLimits: a sluice line that
+// went neither to the upstream, nor to a rejecting limit, nor into a
+// queue, and failed, was answered before any limit counted it; a 404
+// (no route) is left to the limit being tried, which might cover it.
+func TestReadLogLeavesOutRequestsAnsweredBeforeLimits(t *testing.T) {
+	t.Parallel()
+	line := func(route string, status int, extra string) string {
+		return `{"time":"2026-03-09T10:00:01Z","level":"INFO","msg":"request","route":"` + route + `","method":"GET","path":"/v1/x","status":` +
+			strconv.Itoa(status) + `,"duration_ms":1,"client_ip":"203.0.113.7"` + extra + "}\n"
+	}
+	for _, tc := range []struct {
+		line    string
+		refused bool
+	}{
+		{line("api", 413, `,"body_error":"http: request body too large"`), true},
+		{line("api", 400, ""), true},
+		{line("api", 408, ""), true},
+		{line("api", 503, ""), true},
+		{line("", 400, ""), true},
+		{line("", 501, ""), true},
+		{line("", 404, ""), false},
+		{line("api", 200, `,"upstream":"10.0.0.5:8080"`), false},
+		{line("api", 502, `,"upstream":"10.0.0.5:8080","upstream_error":"dial tcp: refused"`), false},
+		{line("api", 429, `,"rejected_by":"p"`), false},
+		{line("api", 200, ""), false}, // no status failure: nothing says it was refused
+	} {
+		_, rep := readLog(t, tc.line, ReplayOptions{Key: []string{"ip"}})
+		if got := rep.Refused == 1; got != tc.refused || rep.Refused+rep.Requests != 1 {
+			t.Errorf("%s: got %d refused, %d replayed; want refused %v", tc.line, rep.Refused, rep.Requests, tc.refused)
+		}
 	}
 }
