@@ -87,7 +87,9 @@ func exchangeOf(ctx context.Context) *exchange {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	// Read on the clock limits are decided on, so that the access line
+	// places the request where its decisions were made (see finish).
+	start := g.clock.Now()
 	s := g.current.Load()
 	ex := &exchange{Context: r.Context()}
 	ex.rec.ResponseWriter = w
@@ -455,7 +457,10 @@ func (g *Gateway) finish(s *snapshot, rt *route, rec *recorder, r *http.Request,
 	} else if status == 0 {
 		status = http.StatusOK
 	}
-	now := time.Now()
+	// The line's time is on the gateway's clock, as the decisions are:
+	// a replay of the log must find the requests where the limits saw
+	// them, even after the wall clock was stepped.
+	now := g.clock.Now()
 	dur := now.Sub(start)
 	name := ""
 	if rt != nil {
