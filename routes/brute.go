@@ -80,6 +80,9 @@ func (d *decoder) countStatus(m map[string]entry, path string, alg ratelimit.Alg
 type Overrides struct {
 	list  []*Override
 	byKey map[string]int // key value to the first override that lists it
+	// byDigest holds the keys longer than MaxKeyLen by their bounded
+	// form (BoundKey), for MatchBounded; nil when there are none.
+	byDigest map[string]int
 	// Client prefixes to the first override that lists them, keyed by
 	// the masked address and the prefix length, which hash faster than
 	// a netip.Prefix.
@@ -147,6 +150,29 @@ func (o *Overrides) Match(key []byte, client netip.Addr) *Override {
 	if i, ok := o.byKey[string(key)]; ok {
 		best = i
 	}
+	return o.matchClient(best, client)
+}
+
+// MatchBounded is Match for key values already bounded by BoundKey, as
+// bucket keys and the access log's keys hold them: a listed key longer
+// than MaxKeyLen matches by its digest. The simulator matches this way,
+// since a log keeps no longer key; the gateway matches with Match, before
+// it bounds the key, so there a key value that is itself such a digest
+// matches no override.
+func (o *Overrides) MatchBounded(key []byte, client netip.Addr) *Override {
+	best := len(o.list)
+	if i, ok := o.byKey[string(key)]; ok {
+		best = i
+	}
+	if i, ok := o.byDigest[string(key)]; ok && i < best {
+		best = i
+	}
+	return o.matchClient(best, client)
+}
+
+// matchClient returns the first override among the one at best (none
+// when best is len(o.list)) and those matching client.
+func (o *Overrides) matchClient(best int, client netip.Addr) *Override {
 	if client.IsValid() {
 		a := client.Unmap()
 		if a.Is4() {
@@ -285,6 +311,12 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, co
 		for _, k := range keys.v {
 			if _, dup := o.byKey[k.v]; k.set && !dup {
 				o.byKey[k.v] = at
+				if len(k.v) > MaxKeyLen {
+					if o.byDigest == nil {
+						o.byDigest = map[string]int{}
+					}
+					o.byDigest[string(BoundKey([]byte(k.v), 0))] = at
+				}
 			}
 		}
 		for _, pre := range prefixes {

@@ -45,7 +45,10 @@ type ReplayOptions struct {
 	CaseSensitive map[string]bool
 	// Overrides are the policy's overrides, and Override the one a
 	// request with key values key from client matches: 0 for none, k for
-	// Overrides[k-1] (see Request.Override). Override may be nil.
+	// Overrides[k-1] (see Request.Override). key is bounded by
+	// routes.BoundKey, as logged keys are, so Override must match a listed
+	// key longer than routes.MaxKeyLen by its bounded form
+	// (routes.Overrides.MatchBounded). Override may be nil.
 	Overrides []Override
 	Override  func(key []byte, client netip.Addr) int
 }
@@ -320,8 +323,8 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 		}
 	}
 	if lp.o.Override != nil {
-		// The gateway matches the key before it is bounded; keys that
-		// overrides list are short enough to be the same.
+		// k is bounded, as a logged key is: Override matches a listed
+		// key longer than routes.MaxKeyLen by its digest.
 		out.override = uint16(lp.o.Override(k, l.client))
 	}
 	return out, k

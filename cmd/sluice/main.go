@@ -260,7 +260,9 @@ func loadSimPolicy(file, name string) (simulate.Policy, error) {
 			}
 			sp.Overrides = append(sp.Overrides, so)
 		}
-		sp.Override = func(key []byte, client netip.Addr) int { return index[ov.Match(key, client)] }
+		// Replayed keys are bounded, as the log and the buckets keep
+		// them; the gateway matched them whole.
+		sp.Override = func(key []byte, client netip.Addr) int { return index[ov.MatchBounded(key, client)] }
 	}
 	slices.Sort(sp.Unmodelled)
 	sp.Unmodelled = slices.Compact(sp.Unmodelled)
