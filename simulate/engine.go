@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -19,6 +20,11 @@ type Request struct {
 	// Override is 0 for a request the policy's own settings decide, k for
 	// one that Traffic.Overrides[k-1] matched.
 	Override uint16
+	// GiveUp, when not 0, is how long the request's client waits in a
+	// leaky_bucket queue before it goes away: a request that would wait
+	// longer leaves the queue then, never reaching the upstream, and its
+	// place goes to those behind it, as in the gateway.
+	GiveUp time.Duration
 }
 
 // Traffic is what a simulation replays: requests in order of arrival, the
@@ -247,8 +253,13 @@ type lane struct {
 
 // run decides every request of tr on a store of its own.
 func (l *lane) run(tr *Traffic, tl *Timeline, departures bool, maxKeys int) error {
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, MaxKeys: maxKeys})
+	// The store's clock is virtual too: a give-up moves a bucket through
+	// calls that read it.
+	var now int64
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, MaxKeys: maxKeys,
+		Clock: func() time.Time { return tr.Origin.Add(time.Duration(now)) }})
 	defer store.Close()
+	qs := newQueues(tr)
 	// leave records a departure, in order of time.
 	leave := func(at int64, queued bool) {
 		l.res.Peak = max(l.res.Peak, l.peak.add(at))
@@ -267,11 +278,43 @@ func (l *lane) run(tr *Traffic, tl *Timeline, departures bool, maxKeys int) erro
 	ctx := context.Background()
 	var reqs [1]ratelimit.Request
 	var out [1]ratelimit.Decision
+	// settle takes the departures and give-ups due by until, in order.
+	settle := func(until int64) error {
+		for {
+			p := int64(math.MaxInt64)
+			if len(l.pending) > 0 {
+				p = l.pending[0]
+			}
+			e := qs.next()
+			switch {
+			case min(p, e) > until || len(l.pending) == 0 && e == math.MaxInt64:
+				return nil
+			case p <= e:
+				leave(l.pending.pop(), true)
+				continue
+			}
+			now = e
+			ev, left, dropped, err := qs.handle(store, tr.Origin)
+			if err != nil {
+				return fmt.Errorf("deciding %s at %s: %w", l.res.Algorithm, time.Duration(ev.at), err)
+			}
+			switch {
+			case left:
+				leave(ev.at, true)
+			case dropped:
+				// Counted when it was admitted; it never reached
+				// the upstream.
+				l.res.Accepted--
+				l.res.Queued--
+			}
+		}
+	}
 	for i, rq := range tr.Requests {
 		at := int64(rq.At)
-		for len(l.pending) > 0 && l.pending[0] <= at {
-			leave(l.pending.pop(), true)
+		if err := settle(at); err != nil {
+			return err
 		}
+		now = at
 		pol := l.pols[rq.Override]
 		if pol == nil {
 			// Exempt: through at once, charging nothing.
@@ -299,15 +342,16 @@ func (l *lane) run(tr *Traffic, tl *Timeline, departures bool, maxKeys int) erro
 		l.res.Accepted++
 		if d.Delay > 0 {
 			l.res.Queued++
-			l.pending.push(at + int64(d.Delay))
+			if qs != nil && qs.tracked[rq.Consumer] {
+				qs.wait(rq, reqs[0], at, at+int64(d.Delay))
+			} else {
+				l.pending.push(at + int64(d.Delay))
+			}
 			continue
 		}
 		leave(at, false)
 	}
-	for len(l.pending) > 0 {
-		leave(l.pending.pop(), true)
-	}
-	return nil
+	return settle(math.MaxInt64)
 }
 
 // mostLimited counts the consumers with a rejection and returns the n with

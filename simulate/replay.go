@@ -136,7 +136,7 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 				tr.Keys = append(tr.Keys, s)
 			}
 			arrivals = append(arrivals, out.arrival)
-			tr.Requests = append(tr.Requests, Request{Consumer: id, Override: out.override})
+			tr.Requests = append(tr.Requests, Request{Consumer: id, Override: out.override, GiveUp: out.gaveUp})
 		}
 		return nil
 	}
@@ -231,7 +231,8 @@ type outcome struct {
 	format   string // the format it read as
 	reason   string // why a bad line is bad
 	arrival  int64
-	key      span // in the chunk's keys
+	gaveUp   time.Duration // see Request.GiveUp
+	key      span          // in the chunk's keys
 }
 
 // lineParser parses lines and builds their keys; one per goroutine.
@@ -300,7 +301,7 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 		out.kind = refusedLine
 		return out, nil
 	}
-	out.arrival = l.arrival
+	out.arrival, out.gaveUp = l.arrival, l.gaveUp
 	k := lp.keyBuf[:0]
 	defer func() { lp.keyBuf = k[:0] }()
 	if listed && l.keys != nil && slot >= 0 && slot < len(l.keys) {
@@ -490,6 +491,9 @@ type line struct {
 	keys       []string // sluice's logged keys, nil when absent
 	notRequest bool     // a sluice log line other than an access line
 	refused    bool     // a request the gateway answers before any limit counts it
+	// gaveUp is how long a request waited in a queue before it left
+	// without reaching the upstream; 0 for one that did not.
+	gaveUp time.Duration
 }
 
 // sluiceReader reads lines of sluice's JSON log, reusing its buffers from
@@ -580,6 +584,12 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 	// (501). A 404 is left to the limit being tried.
 	if !fr.seen[fUpstream] && !fr.seen[fRejectedBy] && fr.wait == 0 && fr.status >= 400 {
 		l.refused = l.route != "" || fr.status == 400 || fr.status == 501
+	}
+	// One that waited in a leaky_bucket queue and never went to the
+	// upstream left the queue after its wait: its client went away
+	// (499), or shutdown cut it off (503).
+	if !fr.seen[fUpstream] && fr.wait > 0 {
+		l.gaveUp = max(time.Duration(fr.wait*float64(time.Millisecond)), 1)
 	}
 	// The gateway logs a request without an address as "invalid IP".
 	l.client, _ = netip.ParseAddr(get(fClient))

@@ -8,6 +8,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/proxy"
@@ -226,5 +228,55 @@ routes:
 	if sim.Accepted != reached || sim.Rejected != rejected {
 		t.Errorf("gateway: %d reached the upstream, %d rejected; replay of its log: accepted %d, rejected %d\nstderr: %s",
 			reached, rejected, sim.Accepted, sim.Rejected, stderr)
+	}
+}
+
+// TestGatewayReplayQueueGiveUp: SPEC §3 leaky_bucket "A waiting request
+// whose client goes away never reaches the upstream" and README: "its
+// place goes to the next waiter". SPEC §7: accepted counts requests that
+// reached the upstream. The gateway logs such a request 499 with its
+// queue_wait_ms; the replay must give its place up at arrival plus that
+// wait and not count it accepted, so that it queues the later requests
+// the gateway queued.
+func TestGatewayReplayQueueGiveUp(t *testing.T) {
+	const cfg = `
+policies:
+  shaping: {algorithm: leaky_bucket, limit: 1, window: 1s, queue: 3, key: [ip]}
+routes:
+  - {name: orders, match: {path_prefix: /orders}, upstream: "%[1]s", limits: [shaping]}
+`
+	text, log := gatewayLog(t, cfg, func(base string) {
+		var wg sync.WaitGroup
+		get := func(path string, timeout time.Duration) {
+			wg.Go(func() {
+				ctx := context.Background()
+				if timeout > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, timeout)
+					defer cancel()
+				}
+				r, _ := http.NewRequestWithContext(ctx, "GET", base+path, nil)
+				if resp, err := http.DefaultClient.Do(r); err == nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			})
+		}
+		get("/orders/1", 0) // leaves at once
+		time.Sleep(50 * time.Millisecond)
+		get("/orders/2", 300*time.Millisecond) // waits, gives up at ~0.35s
+		time.Sleep(100 * time.Millisecond)
+		get("/orders/3", 0)
+		time.Sleep(100 * time.Millisecond)
+		get("/orders/4", 0)
+		time.Sleep(500 * time.Millisecond)
+		get("/orders/5", 0) // the gateway's queue holds 3 and 4 only
+		wg.Wait()
+	})
+	reached, rejected, limited := gatewayCounts(t, log, "orders", "shaping")
+	sim, stderr := replayLog(t, text, "shaping", log, "leaky_bucket")
+	if sim.Accepted != reached || sim.Rejected != rejected || sim.ConsumersLimited != limited {
+		t.Errorf("gateway: %d reached the upstream, %d rejected, %d consumers limited; replay of its log: accepted %d, rejected %d, consumers_limited %d\nstderr: %s\nlog:\n%s",
+			reached, rejected, limited, sim.Accepted, sim.Rejected, sim.ConsumersLimited, stderr, log)
 	}
 }
