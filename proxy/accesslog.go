@@ -43,6 +43,11 @@ func (g *Gateway) logAccess(r *http.Request, ex *exchange, l accessLine) {
 	b = appendLogString(b, r.Method)
 	b = append(b, `,"path":`...)
 	b = appendLogString(b, r.URL.Path)
+	if r.URL.RawPath != "" {
+		// Escapes the decoded path loses (%2F, %3B) tell keys apart.
+		b = append(b, `,"raw_path":`...)
+		b = appendLogString(b, r.URL.RawPath)
+	}
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(l.status), 10)
 	b = append(b, `,"duration_ms":`...)
@@ -104,10 +109,15 @@ func (g *Gateway) logAccessSlog(r *http.Request, ex *exchange, l accessLine) {
 		slog.String("route", l.route),
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
+	}
+	if r.URL.RawPath != "" {
+		attrs = append(attrs, slog.String("raw_path", r.URL.RawPath))
+	}
+	attrs = append(attrs,
 		slog.Int("status", l.status),
 		slog.Float64("duration_ms", float64(l.duration.Microseconds())/1000),
 		slog.String("client_ip", ex.client.String()),
-	}
+	)
 	if ex.upstream != "" {
 		attrs = append(attrs, slog.String("upstream", ex.upstream))
 	}

@@ -108,7 +108,7 @@ type logged struct {
 	route     string
 	method    string
 	path      string
-	rawPath   string // the path as sent, when the log has it (nginx's)
+	rawPath   string // the path as sent, when the log has it (nginx's; sluice's raw_path)
 	rawQuery  string
 	userAgent string
 	referer   string

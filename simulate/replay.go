@@ -522,6 +522,7 @@ const (
 	fMsg
 	fUpstream
 	fRejectedBy
+	fRawPath
 	nFields
 )
 
@@ -575,6 +576,7 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 	}
 	l.arrival = arrival.UnixNano()
 	l.route, l.method, l.path, l.hasRoute = get(fRoute), get(fMethod), get(fPath), true
+	l.rawPath = get(fRawPath) // "" when the path needs no escapes of its own
 	// A request that went neither to the upstream, nor to a rejecting
 	// limit, nor into a queue, and failed, was answered by the gateway
 	// before any limit counted it: on its route, a key source or
@@ -621,6 +623,8 @@ func fieldOf(quotedName []byte) int {
 		return fUpstream
 	case `"rejected_by"`:
 		return fRejectedBy
+	case `"raw_path"`:
+		return fRawPath
 	}
 	return -1
 }
