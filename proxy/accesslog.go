@@ -3,7 +3,9 @@ package proxy
 import (
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -42,11 +44,11 @@ func (g *Gateway) logAccess(r *http.Request, ex *exchange, l accessLine) {
 	b = append(b, `,"method":`...)
 	b = appendLogString(b, r.Method)
 	b = append(b, `,"path":`...)
-	b = appendLogString(b, r.URL.Path)
+	b = appendLogValue(b, r.URL.Path)
 	if r.URL.RawPath != "" {
 		// Escapes the decoded path loses (%2F, %3B) tell keys apart.
 		b = append(b, `,"raw_path":`...)
-		b = appendLogString(b, r.URL.RawPath)
+		b = appendLogValue(b, r.URL.RawPath)
 	}
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(l.status), 10)
@@ -89,7 +91,7 @@ func (g *Gateway) logAccess(r *http.Request, ex *exchange, l accessLine) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendLogString(b, k)
+			b = appendLogValue(b, k)
 		}
 		b = append(b, ']')
 	}
@@ -108,10 +110,10 @@ func (g *Gateway) logAccessSlog(r *http.Request, ex *exchange, l accessLine) {
 		slog.String("request_id", ex.id),
 		slog.String("route", l.route),
 		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+		slog.String("path", logValue(r.URL.Path)),
 	}
 	if r.URL.RawPath != "" {
-		attrs = append(attrs, slog.String("raw_path", r.URL.RawPath))
+		attrs = append(attrs, slog.String("raw_path", logValue(r.URL.RawPath)))
 	}
 	attrs = append(attrs,
 		slog.Int("status", l.status),
@@ -134,7 +136,16 @@ func (g *Gateway) logAccessSlog(r *http.Request, ex *exchange, l accessLine) {
 		attrs = append(attrs, slog.String("body_error", ex.bodyErr.Error()))
 	}
 	if ex.keys != nil {
-		attrs = append(attrs, slog.Any("keys", ex.keys))
+		keys := ex.keys
+		for i, k := range ex.keys {
+			if v := logValue(k); v != k {
+				if &keys[0] == &ex.keys[0] {
+					keys = slices.Clone(ex.keys)
+				}
+				keys[i] = v
+			}
+		}
+		attrs = append(attrs, slog.Any("keys", keys))
 	}
 	rec := slog.NewRecord(l.at, slog.LevelInfo, "request", 0)
 	rec.AddAttrs(attrs...)
@@ -148,6 +159,46 @@ func appendMillis(b []byte, d time.Duration) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// escapedMark opens a logged value (a path or a key) that is written
+// with escapes: its bytes that are not UTF-8, and its '%', as %XX. JSON
+// strings hold only UTF-8, and slog would write each such byte as
+// \ufffd, which would make distinct keys one. A value that starts with
+// the mark is escaped too, so that every logged value reads back as it
+// was (simulate decodes it).
+const escapedMark = "%!"
+
+// needsEscapes reports whether v is logged with escapedMark.
+func needsEscapes(v string) bool {
+	return !utf8.ValidString(v) || strings.HasPrefix(v, escapedMark)
+}
+
+// appendLogValue appends a path or a key value as a JSON string, with
+// escapedMark and its escapes when it needs them (which allocates).
+func appendLogValue(b []byte, v string) []byte {
+	return appendLogString(b, logValue(v))
+}
+
+// logValue returns v as it is logged: itself, or escapedMark and v with
+// its '%' and the bytes that are not UTF-8 written %XX.
+func logValue(v string) string {
+	if !needsEscapes(v) {
+		return v
+	}
+	e := make([]byte, 0, len(escapedMark)+len(v)+8)
+	e = append(e, escapedMark...)
+	for i := 0; i < len(v); {
+		r, size := utf8.DecodeRuneInString(v[i:])
+		if v[i] == '%' || r == utf8.RuneError && size == 1 {
+			e = append(e, '%', hexDigits[v[i]>>4], hexDigits[v[i]&0xf])
+			i++
+			continue
+		}
+		e = append(e, v[i:i+size]...)
+		i += size
+	}
+	return string(e)
+}
 
 // appendLogString appends s as a JSON string escaped the way slog's JSON
 // handler escapes it: \" \\ \n \r \t, other control characters as

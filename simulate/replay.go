@@ -575,8 +575,8 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 		return fmt.Errorf("arrival (time less duration_ms): %v", err)
 	}
 	l.arrival = arrival.UnixNano()
-	l.route, l.method, l.path, l.hasRoute = get(fRoute), get(fMethod), get(fPath), true
-	l.rawPath = get(fRawPath) // "" when the path needs no escapes of its own
+	l.route, l.method, l.path, l.hasRoute = get(fRoute), get(fMethod), unescapeLogged(get(fPath)), true
+	l.rawPath = unescapeLogged(get(fRawPath)) // "" when the path needs no escapes of its own
 	// A request that went neither to the upstream, nor to a rejecting
 	// limit, nor into a queue, and failed, was answered by the gateway
 	// before any limit counted it: on its route, a key source or
@@ -598,10 +598,45 @@ func (sr *sluiceReader) read(text []byte, l *line) error {
 	if fr.hasKeys {
 		l.keys = make([]string, len(sr.keys))
 		for i, k := range sr.keys {
-			l.keys[i] = str[k.from:k.to]
+			l.keys[i] = unescapeLogged(str[k.from:k.to])
 		}
 	}
 	return nil
+}
+
+// escapedMark opens a path or key value that the access log wrote with
+// escapes, as it writes one that is not UTF-8 (or that starts with the
+// mark): '%' and each byte that is not UTF-8 as %XX.
+const escapedMark = "%!"
+
+// unescapeLogged returns the path or key value the access log wrote as v.
+func unescapeLogged(v string) string {
+	rest, ok := strings.CutPrefix(v, escapedMark)
+	if !ok {
+		return v
+	}
+	b := make([]byte, 0, len(rest))
+	for i := 0; i < len(rest); i++ {
+		if rest[i] == '%' && i+2 < len(rest) && isHex(rest[i+1]) && isHex(rest[i+2]) {
+			b = append(b, unhex(rest[i+1])<<4|unhex(rest[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, rest[i])
+	}
+	return string(b)
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c >= 'a':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
 }
 
 // fieldOf names the access line's fields replay uses; -1 for the others.

@@ -89,3 +89,20 @@ func TestReadLogLeavesOutRequestsAnsweredBeforeLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestReadLogUnescapesMarkedValues: the access log writes a path or key
+// that is not UTF-8 (or that starts with the mark) as "%!" and its '%'
+// and non-UTF-8 bytes as %XX; the replay reads back the bytes.
+func TestReadLogUnescapesMarkedValues(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ logged, want string }{
+		{"caf%e9", "caf%e9"},
+		{"%!caf%e9", "caf\xe9"},
+		{"%!%25!x", "%!x"},
+		{"%!50%25", "50%"},
+	} {
+		if got := unescapeLogged(tc.logged); got != tc.want {
+			t.Errorf("unescapeLogged(%q): got %q, want %q", tc.logged, got, tc.want)
+		}
+	}
+}
