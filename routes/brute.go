@@ -204,11 +204,14 @@ func (o *Overrides) List() []*Override { return o.list }
 // clients hold that address. An IPv6 client's key is its /64, which
 // stands here for the /64's first address, so an override of a longer
 // IPv6 prefix is not found by key.
+//
+// key may be given whole or bounded (see BoundKey), as the access log
+// shows a long one: an override that lists a long key is found by either.
 func (o *Overrides) ForKey(key string) *Override {
 	if o == nil {
 		return nil
 	}
-	return o.Match([]byte(key), o.clientOf(key))
+	return o.MatchBounded(BoundKey([]byte(key), 0), o.clientOf(key))
 }
 
 // clientOf reads the client address out of key, the zero Addr when the

@@ -194,3 +194,20 @@ func BenchmarkOverrideMatch(b *testing.B) {
 		}
 	}
 }
+
+// TestForKeyFindsLongKeyOverride: /v1/limits takes a key whole or as the
+// access log shows it, bounded to its digest past MaxKeyLen; an override
+// that lists a long key is found by either.
+func TestForKeyFindsLongKeyOverride(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("k", MaxKeyLen+10)
+	c, err := Parse("long.yaml", []byte("policies:\n  p:\n    algorithm: fixed_window\n    limit: 1\n    window: 1m\n    key: [header:X-Token]\n    overrides:\n      - keys: ["+long+"]\n        limit: 9\nroutes:\n  - name: r\n    upstream: http://127.0.0.1:9\n    limits: [p]\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{long, string(BoundKey([]byte(long), 0))} {
+		if o := c.Overrides["p"].ForKey(key); o == nil || o.Policy.Limit != 9 {
+			t.Errorf("ForKey(%.20q...): got %+v, want the override of limit 9", key, o)
+		}
+	}
+}
