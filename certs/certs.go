@@ -128,7 +128,7 @@ func New(cfg Config, logger *slog.Logger) (*Manager, error) {
 		errs = append(errs, err)
 	}
 	if cfg.ACME != nil {
-		if err := m.prepareACME(*cfg.ACME, len(cfg.Certificates) == 0); err != nil {
+		if err := m.prepareACME(*cfg.ACME); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -152,9 +152,7 @@ func checkVersion(v uint16) error {
 }
 
 // prepareACME builds the certmagic cache, config and issuer for a.
-// defaultName makes the first domain the certificate for clients that send
-// no SNI, which matters only when no static pair would take them.
-func (m *Manager) prepareACME(a ACME, defaultName bool) error {
+func (m *Manager) prepareACME(a ACME) error {
 	a.Domains = slices.Clone(a.Domains)
 	a.Challenges = slices.Clone(a.Challenges)
 	var errs []error
@@ -216,9 +214,10 @@ func (m *Manager) prepareACME(a ACME, defaultName bool) error {
 	if a.Storage != "" {
 		tmpl.Storage = &certmagic.FileStorage{Path: a.Storage}
 	}
-	if defaultName {
-		tmpl.DefaultServerName = a.Domains[0]
-	}
+	// A client without SNI gets the first domain's certificate when no
+	// static pair is loaded, at start or after a reload that removed
+	// them (getCertificate asks certmagic only then).
+	tmpl.DefaultServerName = a.Domains[0]
 	magic = certmagic.New(m.cache, tmpl)
 	m.issuer = certmagic.NewACMEIssuer(magic, certmagic.ACMEIssuer{
 		CA:                      a.CA,

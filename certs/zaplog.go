@@ -66,11 +66,14 @@ func (c *slogCore) Sync() error { return nil }
 // clientMessages are certmagic errors any client can cause at will, which
 // go to debug as failed handshakes do: a handshake offering only
 // acme-tls/1 with a name no challenge is under way for ("tls-alpn
-// challenge") would otherwise write an error line, with a name the client
-// chose, per connection. A real validation that fails shows as a failed
-// issuance, which is logged from certmagic's events.
+// challenge"), or a GET of /.well-known/acme-challenge/ whose Host no
+// file in storage can be named after (a Host of kilobytes: "looking up
+// info for HTTP challenge"), would otherwise write a line, with text the
+// client chose, per request. A real validation that fails shows as a
+// failed issuance, which is logged from certmagic's events.
 var clientMessages = map[string]bool{
-	"tls-alpn challenge": true,
+	"tls-alpn challenge":                 true,
+	"looking up info for HTTP challenge": true,
 }
 
 func slogLevel(l zapcore.Level, msg string) slog.Level {

@@ -96,6 +96,10 @@ func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *sl
 	s.gateway = proxy.New(proxy.Options{Logger: log, Metrics: s.metrics, Clock: s.clock, AccessLog: accessLog})
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
+	if cfg.TLS != nil {
+		// Here rather than in Serve, which a reload may already race.
+		s.redirectHTTP.Store(cfg.TLS.RedirectHTTP)
+	}
 	return s, nil
 }
 
@@ -180,14 +184,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	if cfg.TLS != nil {
 		// The TLS listener is bound first so redirects name its port.
 		if err := s.listen("https", cfg.TLS.Listen, handler, s.certs.TLSConfig(), errc); err != nil {
+			s.release()
 			return err
 		}
 		redirect := certs.RedirectHTTPS(portOf(s.Addr("https").String()))
-		s.redirectHTTP.Store(cfg.TLS.RedirectHTTP)
 		plain = s.certs.HTTPChallenge(s.redirecting(handler, redirect))
 	}
 	if err := s.listen("http", cfg.Listen, plain, nil, errc); err != nil {
 		s.closeAll()
+		s.release()
 		return err
 	}
 	if cfg.TLS != nil {
@@ -198,6 +203,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	if cfg.Admin != "" {
 		if err := s.listen("admin", cfg.Admin, admin.Handler(s.metrics, source{s}), nil, errc); err != nil {
 			s.closeAll()
+			s.release()
 			return err
 		}
 	}
@@ -206,6 +212,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	case err := <-errc:
 		s.closeAll()
+		s.release()
 		return err
 	}
 	return s.shutdown()
@@ -361,6 +368,15 @@ func (s *Server) shutdown() error {
 		acancel()
 	}
 	s.closeAll()
+	s.release()
+	s.FlushAccessLog()
+	s.log.Info("sluice stopped")
+	return nil
+}
+
+// release stops what New started besides the listeners: certificate
+// management and the stores. Serve calls it once, however it ends.
+func (s *Server) release() {
 	if s.certs != nil {
 		s.certs.Stop()
 	}
@@ -368,9 +384,6 @@ func (s *Server) shutdown() error {
 	if s.redis != nil {
 		s.memory.Close()
 	}
-	s.FlushAccessLog()
-	s.log.Info("sluice stopped")
-	return nil
 }
 
 // FlushAccessLog writes the access lines waiting in the buffer. Reload and
