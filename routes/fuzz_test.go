@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,7 +72,7 @@ func FuzzKeyQuery(f *testing.F) {
 		}
 		var same []string
 		for k, vs := range vals {
-			if k == name || phpBase(k) != "" && phpBase(k) == phpBase(name) {
+			if k == name || oneOf(k, name) {
 				same = append(same, vs...)
 			}
 		}
@@ -88,11 +89,54 @@ func FuzzKeyQuery(f *testing.F) {
 	})
 }
 
+// oneOf reports whether PHP, Rack 2 or qs may read parameters k and name
+// as one: a name one of them gives k is one one of them gives name.
+func oneOf(k, name string) bool {
+	for _, a := range []string{phpBase(k), rackBase(k), qsBase(k)} {
+		for _, b := range []string{phpBase(name), rackBase(name), qsBase(name)} {
+			if a != "" && a == b {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// rackParam is Rack 2's rule for a parameter's name (Utils#normalize_params).
+var rackParam = regexp.MustCompile(`\A[\[\]]*([^\[\]]+)\]*`)
+
+// rackBase is the name Rack 2 gives the parameter k.
+func rackBase(k string) string {
+	if m := rackParam.FindStringSubmatch(k); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
+// qsSegment is qs's bracket segment (parseKeys).
+var qsSegment = regexp.MustCompile(`\[[^\[\]]*\]`)
+
+// qsBase is the name qs gives the parameter k: its parent, before the
+// first segment, or the first segment's inside when there is no parent.
+func qsBase(k string) string {
+	loc := qsSegment.FindStringIndex(k)
+	switch {
+	case loc == nil:
+		return k
+	case loc[0] > 0:
+		return k[:loc[0]]
+	}
+	return k[1 : loc[1]-1]
+}
+
 // phpBase is the name PHP registers for the variable k, or the base of an
 // array: leading spaces gone, then the part before a "[" that a "]"
 // closes, with spaces, dots and other "[" made "_".
 func phpBase(k string) string {
 	var b strings.Builder
+	if i := strings.IndexByte(k, 0); i >= 0 {
+		k = k[:i] // PHP's names end at a NUL
+	}
 	k = strings.TrimLeft(k, " ")
 	for i, c := range []byte(k) {
 		if c == '[' && i > 0 && strings.Contains(k[i+1:], "]") {

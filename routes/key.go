@@ -409,15 +409,24 @@ func rackName(k string) string {
 	return k
 }
 
+// qsName is the name qs gives k: the part before its first bracket
+// segment ("[...]" with no bracket inside), or, when k starts with one,
+// what that segment holds.
 func qsName(k string) string {
-	if strings.HasPrefix(k, "[") {
-		if i := strings.IndexByte(k, ']'); i > 0 {
-			return k[1:i]
+	for i := 0; i < len(k); i++ {
+		if k[i] != '[' {
+			continue
 		}
-		return k
-	}
-	if i := strings.IndexByte(k, '['); i > 0 {
-		return k[:i]
+		j := strings.IndexAny(k[i+1:], "[]")
+		if j < 0 {
+			break
+		}
+		if k[i+1+j] == ']' {
+			if i == 0 {
+				return k[1 : 1+j]
+			}
+			return k[:i]
+		}
 	}
 	return k
 }
