@@ -25,9 +25,10 @@ const (
 // record their heartbeats.
 func InstancesKey(prefix string) string { return prefix + "lease:instances" }
 
-// startHeartbeat starts the heartbeat loop, unless it runs, when the
-// store decides a leased limit or a configuration with leased policies is
-// loaded: stores without leases write nothing.
+// startHeartbeat starts the heartbeat loop, unless it runs or the
+// gateway retired leases (RetireLeases), when the store decides a leased
+// limit or a configuration with leased policies is loaded: stores without
+// leases write nothing.
 func (s *Store) startHeartbeat() {
 	if s.beating.Load() {
 		return
@@ -37,7 +38,7 @@ func (s *Store) startHeartbeat() {
 	// there are, not for one.
 	s.hb.Lock()
 	defer s.hb.Unlock()
-	if s.beating.Load() {
+	if s.beating.Load() || s.retired {
 		return
 	}
 	s.beat(false)
@@ -54,17 +55,22 @@ func (s *Store) startHeartbeat() {
 // or idle on leases when Redis fails then falls back to limit / N rather
 // than the whole limit, and no first decision waits for the first beat.
 func (s *Store) DeclareLeases() {
+	s.hb.Lock()
+	s.retired = false
+	s.hb.Unlock()
 	s.goBackground(s.startHeartbeat)
 }
 
 // RetireLeases stops the heartbeat, for a configuration without leased
 // policies, and takes this instance out of the others' count at once: they
 // would otherwise count it in N, and fall back to a smaller limit / N than
-// the instances that lease, until it stopped. A leased decision still in
-// flight from the configuration before starts the heartbeat again.
+// the instances that lease, until it stopped. Until DeclareLeases, no
+// leased decision starts it again (one still in flight from the
+// configuration before would).
 func (s *Store) RetireLeases() {
 	s.hb.Lock()
 	defer s.hb.Unlock()
+	s.retired = true
 	if !s.beating.Load() {
 		return
 	}
@@ -96,7 +102,17 @@ func (s *Store) heartbeatLoop(stop <-chan struct{}) {
 			return
 		case <-tick.C:
 		}
+		// Under hb, so that RetireLeases, which leaves the set, never
+		// runs beside a beat that would put this instance back.
+		s.hb.Lock()
+		select {
+		case <-stop:
+			s.hb.Unlock()
+			return
+		default:
+		}
 		s.beat(false)
+		s.hb.Unlock()
 		s.resumeIdle()
 	}
 }

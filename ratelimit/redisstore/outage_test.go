@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -343,5 +344,40 @@ func TestRetireLeasesLeavesTheCount(t *testing.T) {
 	s.DeclareLeases()
 	if _, ok := waitFor(3*time.Second, func() bool { return strings.Contains(members(), s.id) }); !ok {
 		t.Errorf("after DeclareLeases again: instances %q lack this one", members())
+	}
+}
+
+// TestRetireBeforeBackgroundDeclare: two reloads in a row, one with
+// leased policies and one without, run RetireLeases before the background
+// start of DeclareLeases: no heartbeat may start after it.
+func TestRetireBeforeBackgroundDeclare(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	prev := runtime.GOMAXPROCS(1) // the order the scheduler usually picks
+	s.DeclareLeases()
+	s.RetireLeases()
+	runtime.GOMAXPROCS(prev)
+	time.Sleep(heartbeatEvery + 300*time.Millisecond)
+	if got := srv.Do("ZRANGE", InstancesKey(s.prefix), "0", "-1"); strings.Contains(got, s.id) || s.beating.Load() {
+		t.Errorf("after DeclareLeases then RetireLeases: beating=%v, instances %q hold this one", s.beating.Load(), got)
+	}
+}
+
+// TestRetiredLeasesStayRetired: a leased decision still in flight from the
+// configuration before a reload without leases does not start the
+// heartbeat again; only DeclareLeases does.
+func TestRetiredLeasesStayRetired(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	p := leasePolicy(t, "old", ratelimit.FixedWindow, 100, time.Minute)
+	s.DeclareLeases()
+	if _, ok := waitFor(3*time.Second, s.beating.Load); !ok {
+		t.Fatal("no heartbeat after DeclareLeases")
+	}
+	s.RetireLeases()
+	decide1(t, s, time.Now(), ratelimit.Request{Policy: p, Key: "k"})
+	time.Sleep(heartbeatEvery + 300*time.Millisecond)
+	if got := srv.Do("ZRANGE", InstancesKey(s.prefix), "0", "-1"); strings.Contains(got, s.id) || s.beating.Load() {
+		t.Errorf("after a leased decision of the configuration before: beating=%v, instances %q hold this one", s.beating.Load(), got)
 	}
 }

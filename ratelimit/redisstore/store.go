@@ -131,6 +131,7 @@ type Store struct {
 	beating   atomic.Bool    // the heartbeat loop runs
 	hb        sync.Mutex     // starts and stops it
 	hbStop    chan struct{}  // stops it; guarded by hb
+	retired   bool           // RetireLeases came last, not DeclareLeases; guarded by hb
 	// life orders goroutines started after New (the heartbeat, which a
 	// reload may start) against Close: none is added to bg once closed
 	// is set.
