@@ -78,8 +78,8 @@ func limits(src Source) http.HandlerFunc {
 }
 
 // bucketKey is the key the gateway keeps the bucket of key under: its
-// digest when it is longer than routes.MaxKeyLen. Overrides match the key
-// itself, as in the gateway.
+// digest when it is longer than routes.MaxKeyLen. Overrides are found by
+// the key as given, whole or bounded (routes.Overrides.ForKey).
 func bucketKey(key string) string {
 	return string(routes.BoundKey([]byte(key), 0))
 }

@@ -44,10 +44,19 @@ func JSONEncodingProblem(contentType string, b *Body) string {
 		var p string
 		p, params, _ = strings.Cut(params, ";")
 		k, cs, _ := strings.Cut(p, "=")
-		if !strings.EqualFold(strings.TrimSpace(k), "charset") {
+		k = strings.ToLower(strings.TrimSpace(k))
+		if k != "charset" && !strings.HasPrefix(k, "charset*") {
 			continue
 		}
+		// charset*, charset*0... are RFC 2231's forms (charset*=utf-8''utf-7),
+		// which mime.ParseMediaType and Django read: their value is what
+		// follows the language, after the second quote.
 		cs = strings.Trim(strings.TrimSpace(cs), `"`)
+		if k != "charset" {
+			if i := strings.LastIndexByte(cs, '\''); i >= 0 {
+				cs = cs[i+1:]
+			}
+		}
 		if !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
 			return fmt.Sprintf("the JSON body's charset is %q; json: key sources read UTF-8, and so must the upstream", cs)
 		}

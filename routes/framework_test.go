@@ -54,6 +54,11 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		{"cookie j: false is left as it is", "cookie:sid", "/", `sid=j:false`, "j:false", ""},
 		{"cookie j: null is left as it is", "cookie:sid", "/", `sid=j:null`, "j:null", ""},
 		{"cookie j: empty string is left as it is", "cookie:sid", "/", `sid=j:""`, `j:""`, ""},
+		// decodeURIComponent decodes all or nothing: one bad escape and
+		// the value stays as sent, its good escapes too.
+		{"cookie j: a bad escape keeps the value as sent", "cookie:sid", "/", `sid=j:"%41%"`, "%41%", ""},
+		{"cookie j: the same text, escaped well", "cookie:sid", "/", `sid=j:"%2541%25"`, "%41%", ""},
+		{"cookie j: escapes that are not UTF-8 keep it as sent", "cookie:sid", "/", `sid=j:"%76ictim%FF"`, "%76ictim%FF", ""},
 		{"query NUL name", "query:api_key", "/?api_key=a&api_key%00=b", "", "", "more than once"},
 		{"query rack bracket", "query:api_key", "/?api_key=a&api_key]=b", "", "", "more than once"},
 		{"query qs bracket", "query:api_key", "/?[api_key]=a&api_key=b", "", "", "more than once"},
@@ -97,6 +102,11 @@ func TestJSONEncodingProblem(t *testing.T) {
 		{"application/json; charset=utf-7", `{"phone":"1"}`, true},
 		{"application/json; charset=utf-8; charset=utf-7", `{"phone":"1"}`, true},
 		{"application/json; CHARSET=utf-7; x", `{"phone":"1"}`, true},
+		{"application/json; charset*=utf-8''utf-7", `{"phone":"1"}`, true},
+		{"application/json; charset*=UTF-8''utf-16le", `{"phone":"1"}`, true},
+		{"application/json; charset*0=utf-7", `{"phone":"1"}`, true},
+		{"application/json; charset=utf-8; charset*=utf-7", `{"phone":"1"}`, true},
+		{"application/json; charset*=utf-8''utf-8", `{"phone":"1"}`, false},
 		{"application/json; charset=utf-16le", `{"phone":"1"}`, true},
 		{"application/json; charset=iso-8859-1", `{"phone":"1"}`, true},
 		{"application/json", "\xef\xbb\xbf{\"phone\":\"1\"}", true},

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 type sourceKind uint8
@@ -473,8 +474,16 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 		// tell: the decoded text goes in a pooled buffer, not on the
 		// stack, which it would move to the heap.
 		bp := cookieJSON.Get().(*[]byte)
-		text := appendPercentDecoded((*bp)[:0], unquoteCookie(val))
-		out, ok := appendJSONCookie(dst, text[2:])
+		text, decoded := appendURIComponent((*bp)[:0], unquoteCookie(val))
+		if !decoded {
+			// decodeURIComponent threw: the cookie module keeps the
+			// value as it was sent.
+			text = append(text[:0], unquoteCookie(val)...)
+		}
+		out, ok := dst, false
+		if len(text) > 1 && text[0] == 'j' && text[1] == ':' {
+			out, ok = appendJSONCookie(dst, text[2:])
+		}
 		*bp = text[:0]
 		cookieJSON.Put(bp)
 		if ok {
@@ -519,19 +528,24 @@ func expressJSONCookie(v string) bool {
 	return ok1 && ok2 && j == 'j' && colon == ':'
 }
 
-// appendPercentDecoded writes s with its %XX escapes decoded, as
-// JavaScript's decodeURIComponent does for the escapes it takes; "+"
-// stays as it is.
-func appendPercentDecoded(dst []byte, s string) []byte {
+// appendURIComponent writes s decoded as JavaScript's decodeURIComponent
+// decodes it, "+" kept, and reports whether it could: decodeURIComponent
+// throws on a "%" that starts no escape and on escapes that are not UTF-8,
+// decoding nothing then.
+func appendURIComponent(dst []byte, s string) ([]byte, bool) {
+	start := len(dst)
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+		if c == '%' {
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return dst, false
+			}
 			c = unhex(s[i+1])<<4 | unhex(s[i+2])
 			i += 2
 		}
 		dst = append(dst, c)
 	}
-	return dst
+	return dst, utf8.Valid(dst[start:])
 }
 
 // appendCookieValue writes a cookie's value v as the frameworks that
