@@ -3,16 +3,26 @@ package proxy
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
 )
 
 // TestGivenBackAnswerShowsIt: a unit given back (count_status) goes back
 // before the answer leaves, and the answer's limit fields say so: r counts
 // it, and t and X-RateLimit-Reset are 0 once the bucket is whole again. A
 // bucket that another failure still holds shows that one spent.
+//
+// The gateway runs on a clock that stands still: t counts whole seconds
+// to the bucket's reset, and on the real clock a second boundary falling
+// between the failure's answer and the next one takes t down by one.
 func TestGivenBackAnswerShowsIt(t *testing.T) {
 	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -24,13 +34,13 @@ func TestGivenBackAnswerShowsIt(t *testing.T) {
 	for _, alg := range []string{"token_bucket", "fixed_window", "sliding_window_counter", "sliding_window_log"} {
 		t.Run(alg, func(t *testing.T) {
 			t.Parallel()
-			srv, _ := newTestGateway(t, `
+			srv := newStoppedClockGateway(t, `
 routes:
   - name: login
-    upstream: %s
+    upstream: `+up.URL+`
     limits:
       - {algorithm: `+alg+`, limit: 5, window: 15m, key: [ip], count_status: [401]}
-`, up.URL)
+`)
 			post := func(query string) *http.Response {
 				resp, err := testClient.Post(srv.URL+"/login"+query, "application/json", strings.NewReader("{}"))
 				if err != nil {
@@ -56,4 +66,25 @@ routes:
 			}
 		})
 	}
+}
+
+// newStoppedClockGateway serves yaml with a gateway and a memory store on
+// a clock that never advances.
+func newStoppedClockGateway(t *testing.T, yaml string) *httptest.Server {
+	t.Helper()
+	sc := &steppedClock{t0: time.Date(2026, 1, 1, 10, 3, 20, 0, time.UTC)}
+	clock := ratelimit.NewClock(sc.wall, sc.elapsed)
+	cfg, err := routes.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, Clock: clock.Now})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock})
+	g.Load(cfg, store)
+	srv := httptest.NewUnstartedServer(g)
+	srv.Config.ConnContext = WithConn
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv
 }
