@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/routes"
 	"github.com/sluicehq/sluice/simulate"
 )
 
@@ -31,22 +29,15 @@ func TestAccessLogTimeIsDecisionTime(t *testing.T) {
 	clock := ratelimit.NewClock(sc.wall, sc.elapsed)
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(up.Close)
-	cfg, err := routes.Parse("test.yaml", []byte(`
+	var mu sync.Mutex
+	var log bytes.Buffer
+	g := clockedGateway(t, `
 routes:
   - name: tb
     match: {path: /tb}
     upstream: `+up.URL+`
     limits: [{algorithm: token_bucket, limit: 1, window: 1h, key: [global]}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, Clock: clock.Now})
-	t.Cleanup(func() { store.Close() })
-	var mu sync.Mutex
-	var log bytes.Buffer
-	g := New(Options{Logger: slog.New(slog.NewJSONHandler(&lockedWriter{mu: &mu, b: &log}, nil)), Clock: clock})
-	g.Load(cfg, store)
+`, clock, &lockedWriter{mu: &mu, b: &log})
 	admitted := 0
 	for i := range 2 {
 		if i == 1 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
 	"github.com/sluicehq/sluice/routes"
 )
@@ -45,7 +46,7 @@ func TestWallClockSteps(t *testing.T) {
 	clock := ratelimit.NewClock(sc.wall, sc.elapsed)
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(up.Close)
-	cfg, err := routes.Parse("test.yaml", []byte(`
+	g := clockedGateway(t, `
 log: {access_log: false}
 routes:
   - name: tb
@@ -56,14 +57,7 @@ routes:
     match: {path: /fw}
     upstream: `+up.URL+`
     limits: [{algorithm: fixed_window, limit: 1, window: 1m, key: [global]}]
-`), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, Clock: clock.Now})
-	t.Cleanup(func() { store.Close() })
-	g := New(Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock})
-	g.Load(cfg, store)
+`, clock, io.Discard)
 	get := func(path string) (int, string) {
 		t.Helper()
 		rec := httptest.NewRecorder()
@@ -98,4 +92,19 @@ routes:
 	check("wall clock an hour back, same minute", "/fw", 429, "59")
 	sc.advance(30 * time.Minute)
 	check("wall clock an hour back, 30 minutes later", "/fw", 200, "")
+}
+
+// clockedGateway is a Gateway serving yaml whose decisions, memory store
+// and access lines run on clock; its log goes to w.
+func clockedGateway(t *testing.T, yaml string, clock *ratelimit.Clock, w io.Writer) *Gateway {
+	t.Helper()
+	cfg, err := routes.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, Clock: clock.Now})
+	t.Cleanup(func() { store.Close() })
+	g := New(Options{Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(w, nil)), Clock: clock})
+	g.Load(cfg, store)
+	return g
 }

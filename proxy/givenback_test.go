@@ -3,16 +3,13 @@ package proxy
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/routes"
 )
 
 // TestGivenBackAnswerShowsIt: a unit given back (count_status) goes back
@@ -73,16 +70,7 @@ routes:
 func newStoppedClockGateway(t *testing.T, yaml string) *httptest.Server {
 	t.Helper()
 	sc := &steppedClock{t0: time.Date(2026, 1, 1, 10, 3, 20, 0, time.UTC)}
-	clock := ratelimit.NewClock(sc.wall, sc.elapsed)
-	cfg, err := routes.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, Clock: clock.Now})
-	t.Cleanup(func() { store.Close() })
-	g := New(Options{Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Clock: clock})
-	g.Load(cfg, store)
-	srv := httptest.NewUnstartedServer(g)
+	srv := httptest.NewUnstartedServer(clockedGateway(t, yaml, ratelimit.NewClock(sc.wall, sc.elapsed), io.Discard))
 	srv.Config.ConnContext = WithConn
 	srv.Start()
 	t.Cleanup(srv.Close)
