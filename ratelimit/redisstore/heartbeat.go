@@ -43,10 +43,14 @@ func (s *Store) startHeartbeat() {
 	}
 	s.beat(false)
 	stop := make(chan struct{})
-	if s.goBackground(func() { s.heartbeatLoop(stop) }) {
-		s.hbStop = stop
-		s.beating.Store(true)
+	if !s.goBackground(func() { s.heartbeatLoop(stop) }) {
+		// Closed meanwhile: Close saw no heartbeat to end, so the beat
+		// just made is taken back here.
+		s.beat(true)
+		return
 	}
+	s.hbStop = stop
+	s.beating.Store(true)
 }
 
 // DeclareLeases starts the heartbeat, in the background, for a

@@ -381,3 +381,18 @@ func TestRetiredLeasesStayRetired(t *testing.T) {
 		t.Errorf("after a leased decision of the configuration before: beating=%v, instances %q hold this one", s.beating.Load(), got)
 	}
 }
+
+// TestCloseRightAfterDeclareLeavesTheSet: a reload with leased policies
+// (DeclareLeases) followed at once by shutdown (Close) leaves this
+// instance out of the set: the others must not count a closed store in N.
+func TestCloseRightAfterDeclareLeavesTheSet(t *testing.T) {
+	srv := redistest.Start(t)
+	for i := range 10 {
+		s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+		s.DeclareLeases()
+		s.Close()
+		if got := srv.Do("ZRANGE", InstancesKey(s.prefix), "0", "-1"); strings.Contains(got, s.id) {
+			t.Fatalf("run %d: after DeclareLeases then Close: instances %q still hold this closed store", i, got)
+		}
+	}
+}

@@ -341,7 +341,12 @@ func (s *Store) Close() error {
 			s.returnLeases(ctx, *c, ls)
 			cancel()
 		}
-		if s.beating.Load() {
+		// Under hb: a heartbeat that starts just now is either seen
+		// here or takes its own beat back (startHeartbeat).
+		s.hb.Lock()
+		beating := s.beating.Load()
+		s.hb.Unlock()
+		if beating {
 			s.beat(true)
 		}
 		(*c).Close()
