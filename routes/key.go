@@ -530,22 +530,29 @@ func expressJSONCookie(v string) bool {
 
 // appendURIComponent writes s decoded as JavaScript's decodeURIComponent
 // decodes it, "+" kept, and reports whether it could: decodeURIComponent
-// throws on a "%" that starts no escape and on escapes that are not UTF-8,
+// throws on a "%" that starts no escape and on a run of escapes that is
+// not UTF-8 on its own (bytes sent as they are take no part in it),
 // decoding nothing then.
 func appendURIComponent(dst []byte, s string) ([]byte, bool) {
-	start := len(dst)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '%' {
+	for i := 0; i < len(s); {
+		if s[i] != '%' {
+			dst = append(dst, s[i])
+			i++
+			continue
+		}
+		run := len(dst)
+		for i < len(s) && s[i] == '%' {
 			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
 				return dst, false
 			}
-			c = unhex(s[i+1])<<4 | unhex(s[i+2])
-			i += 2
+			dst = append(dst, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 3
 		}
-		dst = append(dst, c)
+		if !utf8.Valid(dst[run:]) {
+			return dst, false
+		}
 	}
-	return dst, utf8.Valid(dst[start:])
+	return dst, true
 }
 
 // appendCookieValue writes a cookie's value v as the frameworks that
