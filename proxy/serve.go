@@ -195,7 +195,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			problem.Error(w, http.StatusBadRequest, "Content-Type is given more than once; json: key sources need one")
 			return s, rt, false
 		case len(ct) == 1 && routes.IsJSON(ct[0]):
-			if why := routes.JSONEncodingProblem(ct[0], nil); why != "" {
+			if why := routes.JSONCharsetProblem(ct[0]); why != "" {
 				problem.Error(w, http.StatusBadRequest, why)
 				return s, rt, false
 			}
@@ -208,7 +208,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 				refuseBody(w, ex, f)
 				return s, rt, false
 			}
-			if why := routes.JSONEncodingProblem(ct[0], body); why != "" {
+			if why := body.EncodingProblem(); why != "" {
 				problem.Error(w, http.StatusBadRequest, why)
 				return s, rt, false
 			}

@@ -26,16 +26,14 @@ type Body struct {
 // larger than MaxKeyBody, or not a single JSON value, yields empty values.
 func NewBody(raw []byte) *Body { return &Body{raw: raw} }
 
-// JSONEncodingProblem says why a body with the JSON Content-Type
-// contentType, of which b holds what the keys read, may be decoded
-// otherwise by an upstream than as the UTF-8 that json: sources read, or
-// "" when nothing suggests it: a charset other than UTF-8, a byte order
-// mark, or the NUL bytes that UTF-16 and UTF-32 text of JSON starts with.
-// RFC 8259 has JSON exchanged as UTF-8 without a byte order mark, but
-// Express's body-parser, Django REST framework and Werkzeug decode the
-// others too: {"phone":"r1","+AHA-hone":"victim"} in UTF-7 is victim to
-// them. b may be nil (the body is not read yet, or is too large).
-func JSONEncodingProblem(contentType string, b *Body) string {
+// JSONCharsetProblem says why a body of the JSON Content-Type contentType
+// may be decoded by an upstream as other than the UTF-8 that json:
+// sources read, or "" when the type names no other charset. RFC 8259 has
+// JSON exchanged as UTF-8, but Express's body-parser, Django REST
+// framework and Werkzeug decode other charsets too:
+// {"phone":"r1","+AHA-hone":"victim"} in UTF-7 is victim to them.
+// (EncodingProblem looks at the body itself.)
+func JSONCharsetProblem(contentType string) string {
 	// Every charset parameter counts, however many there are (a
 	// parser that reads the last of two would decode by it), and in a
 	// value that mime.ParseMediaType refuses too.
@@ -61,9 +59,16 @@ func JSONEncodingProblem(contentType string, b *Body) string {
 			return fmt.Sprintf("the JSON body's charset is %q; json: key sources read UTF-8, and so must the upstream", cs)
 		}
 	}
-	if b == nil {
-		return ""
-	}
+	return ""
+}
+
+// EncodingProblem says why the body may be decoded by an upstream as
+// other than UTF-8, whatever its Content-Type says, or "" when nothing
+// suggests it: a byte order mark, or the NUL bytes that UTF-16 and UTF-32
+// text of JSON starts with, which Express and Werkzeug detect and decode.
+// A body too large for the keys to read is not looked at: its json: keys
+// are empty anyway.
+func (b *Body) EncodingProblem() string {
 	head := b.raw[:min(len(b.raw), 4)]
 	switch {
 	case bytes.HasPrefix(head, []byte("\xef\xbb\xbf")), bytes.HasPrefix(head, []byte("\xfe\xff")), bytes.HasPrefix(head, []byte("\xff\xfe")):
