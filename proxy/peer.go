@@ -54,8 +54,8 @@ func watchPeer(ctx context.Context, cancel context.CancelCauseFunc, r *http.Requ
 	if r.ProtoMajor != 1 || r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	c, ok := r.Context().Value(connKey{}).(net.Conn)
-	if !ok || !canCheckPeer {
+	c := connOf(r)
+	if c == nil || !canCheckPeer {
 		return nil
 	}
 	w := &peerWatch{conn: c, ctx: ctx, cancel: cancel}
@@ -79,15 +79,9 @@ func (w *peerWatch) check() {
 }
 
 // gone reports whether the client has closed its side of the connection
-// (or reset it). It closes the connection then: no answer is owed to a
-// client that left, and net/http would otherwise write one to it.
-func (w *peerWatch) gone() bool {
-	if !peerClosed(w.conn) {
-		return false
-	}
-	w.conn.Close()
-	return true
-}
+// (or reset it). The request then ends as one whose client went away,
+// whose connection abandon closes.
+func (w *peerWatch) gone() bool { return peerClosed(w.conn) }
 
 // stop ends the watch.
 func (w *peerWatch) stop() {
@@ -102,10 +96,13 @@ func (w *peerWatch) stop() {
 // that has only shut down its sending side (net/http takes that for gone
 // too) would read as the answer to a request nobody served.
 func abandon(r *http.Request) {
-	if r.ProtoMajor != 1 {
-		return
-	}
-	if c, ok := r.Context().Value(connKey{}).(net.Conn); ok {
+	if c := connOf(r); c != nil && r.ProtoMajor == 1 {
 		c.Close()
 	}
+}
+
+// connOf is the connection WithConn kept for r, or nil.
+func connOf(r *http.Request) net.Conn {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	return c
 }
