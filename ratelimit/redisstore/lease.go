@@ -31,9 +31,25 @@ const (
 	// leaseIdle is how long a lease may go without requests before its
 	// units go back to Redis and the lease is forgotten.
 	leaseIdle = 2 * leaseHorizon
-	// leaseTTL is how long a token_bucket grant may be spent; a call
-	// before then renews the instance's whole holding.
-	leaseTTL = time.Second
+	// leaseTTL is how long a token_bucket grant may be spent, at least;
+	// a call before then renews the instance's whole holding. A steady
+	// lease's grant lasts as long as its batch does (see ttlLocked), up
+	// to leaseMaxTTL.
+	leaseTTL    = time.Second
+	leaseMaxTTL = 10 * time.Second
+	// leaseSteadyScore is the decayed arrival count (rate x leaseTau) from
+	// which a lease's traffic is steady: about two requests a second or
+	// more. A steady lease asks for at least leaseSteadyBatch units, so
+	// that a call brings that many admissions even where the rate times
+	// the horizon is one or two: under steady traffic Redis calls stay
+	// well below a fifth of the requests, heartbeats included.
+	leaseSteadyScore = 2.5
+	leaseSteadyBatch = 16
+	// leaseIdleGaps is how many mean gaps between its arrivals a lease
+	// may go without a request before it is idle, when that is longer
+	// than leaseIdle: a lease that waits a little longer than its
+	// traffic's usual pause is not given back between two requests.
+	leaseIdleGaps = 3
 	// holdShare bounds what all instances may hold at once: each holds
 	// at most capacity / (holdShare x N) units, and at least one.
 	holdShare = 10
@@ -175,7 +191,40 @@ func (l *lease) arriveLocked(now time.Time) {
 func (l *lease) wantLocked(instances int) int64 {
 	rate := l.score / leaseTau
 	want := int64(math.Ceil(rate * leaseHorizon.Seconds()))
+	if l.score >= leaseSteadyScore {
+		want = max(want, leaseSteadyBatch)
+	}
 	return min(max(want, 1), max(1, maxBatch(l.req.Policy, instances)*2/3))
+}
+
+// gapLocked is the mean time between the lease's arrivals, as the decayed
+// rate estimates it at the latest one.
+func (l *lease) gapLocked() time.Duration {
+	if l.score <= 0 {
+		return leaseMaxTTL
+	}
+	return time.Duration(leaseTau / l.score * float64(time.Second))
+}
+
+// idleLocked is how long l may go without a request before its units go
+// back and it is forgotten: leaseIdleGaps of its mean gaps, at least
+// leaseIdle and at most leaseMaxTTL. A lease forgotten between two
+// requests would lose the rate it learnt, and never become steady.
+func (l *lease) idleLocked() time.Duration {
+	return min(max(leaseIdle, leaseIdleGaps*l.gapLocked()), leaseMaxTTL)
+}
+
+// ttlLocked is how long a token_bucket grant of want units may be spent:
+// leaseTTL, or for steady traffic the time its batch and the units
+// already held last at the lease's rate, with half again to spare (at
+// most leaseMaxTTL). Units a lease cannot spend before they expire go
+// back with its next call, and that call is one a longer grant saves.
+func (l *lease) ttlLocked(want int64) time.Duration {
+	if l.score < leaseSteadyScore {
+		return leaseTTL
+	}
+	last := time.Duration(want+l.units) * l.gapLocked() * 3 / 2
+	return min(max(leaseTTL, last), leaseMaxTTL)
 }
 
 // maxBatch is the most units one of n instances holds at once, so that
@@ -293,7 +342,7 @@ func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
 const leaseFieldArg = 11
 
 // leaseArgs builds the arguments of one lease.lua call.
-func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent, refunds int64) []string {
+func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent, refunds int64, ttl time.Duration) []string {
 	at := ""
 	if s.o.CallerTime {
 		at = strconv.FormatInt(now.UnixMicro(), 10)
@@ -310,7 +359,7 @@ func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMa
 		strconv.FormatInt(backMark, 10),
 		strconv.FormatInt(spent, 10),
 		"o:" + s.id, // leaseFieldArg
-		strconv.FormatInt(micros(leaseTTL), 10),
+		strconv.FormatInt(micros(ttl), 10),
 		strconv.FormatInt(refunds, 10),
 	}
 }
@@ -334,8 +383,8 @@ func parseLease(vals []rueidis.RedisMessage) (leaseReply, error) {
 }
 
 // leaseCall runs lease.lua once for the bucket key of policy p.
-func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, p *ratelimit.Policy, key string, want, back, backMark, spent, refunds int64) (leaseReply, error) {
-	return s.runLease(ctx, c, p, key, s.leaseArgs(now, p, want, back, backMark, spent, refunds), want, back)
+func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, p *ratelimit.Policy, key string, want, back, backMark, spent, refunds int64, ttl time.Duration) (leaseReply, error) {
+	return s.runLease(ctx, c, p, key, s.leaseArgs(now, p, want, back, backMark, spent, refunds, ttl), want, back)
 }
 
 // runLease runs lease.lua with args, which ask for want units and give
@@ -388,9 +437,10 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
 	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy
+	ttl := l.ttlLocked(want)
 	l.mu.Unlock()
 
-	rep, err := s.leaseCall(ctx, c, now, p, l.key, want, back, backMark, spent, refunds)
+	rep, err := s.leaseCall(ctx, c, now, p, l.key, want, back, backMark, spent, refunds, ttl)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -568,7 +618,7 @@ func (s *Store) spendTime(now time.Time) time.Time {
 // one, until the next call or the lease's end) rather than one more per
 // admission, which would cap the refill lower and lower.
 func (s *Store) takeOne(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request, key string) (ratelimit.Decision, leaseUnit, error) {
-	args := s.leaseArgs(now, r.Policy, 1, 0, 0, math.MaxInt32, 0)
+	args := s.leaseArgs(now, r.Policy, 1, 0, 0, math.MaxInt32, 0, leaseTTL)
 	args[leaseFieldArg] = "o:" + s.id + ":1"
 	rep, err := s.runLease(ctx, c, r.Policy, key, args, 1, 0)
 	if err != nil {
@@ -746,7 +796,7 @@ func (s *Store) settleLease(now time.Time, r ratelimit.Request, d ratelimit.Deci
 // instance holds. Units other instances hold are not counted.
 func (s *Store) peekLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, error) {
 	key := Key(s.prefix, r)
-	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 0, 0, 0, 0, 0)
+	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 0, 0, 0, 0, 0, leaseTTL)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -801,7 +851,7 @@ func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease)
 			continue
 		}
 		rets = append(rets, ret{p, l.key, back})
-		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, 0, back, mark, spent, refunds)})
+		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, 0, back, mark, spent, refunds, leaseTTL)})
 	}
 	if len(execs) == 0 {
 		return
@@ -838,16 +888,16 @@ func boundedMulti(ctx context.Context, n int, do func() []rueidis.RedisResult) [
 	}
 }
 
-// sweepLeases gives back and forgets the leases idle since before
-// cutoff (this process's clock).
-func (s *Store) sweepLeases(ctx context.Context, c rueidis.Client, cutoff time.Time) {
+// sweepLeases gives back and forgets the leases idle at now (this
+// process's clock): without a request for their idleLocked.
+func (s *Store) sweepLeases(ctx context.Context, c rueidis.Client, now time.Time) {
 	var idle []*lease
 	s.leases.mu.Lock()
 	for k, l := range s.leases.m {
 		l.mu.Lock()
 		// A lease with held units stays until they are settled (or
 		// run out): their requests settle them here.
-		if l.lastUse.Before(cutoff) && l.inflight == nil && l.held == 0 {
+		if l.lastUse.Before(now.Add(-l.idleLocked())) && l.inflight == nil && l.held == 0 {
 			idle = append(idle, l)
 			delete(s.leases.m, k)
 		}
@@ -875,7 +925,7 @@ func (s *Store) leaseLoop() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
-		s.sweepLeases(ctx, *c, time.Now().Add(-leaseIdle))
+		s.sweepLeases(ctx, *c, time.Now())
 		cancel()
 	}
 }

@@ -312,3 +312,42 @@ func TestLeaseRefundAfterReset(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseSteadyTrafficCost holds the promise that under steady traffic
+// Redis calls are at most one fifth of the requests, also when each
+// instance sees a few requests a second: a batch the rate times the
+// horizon would be one or two units there, a call every request or two.
+func TestLeaseSteadyTrafficCost(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.SlidingWindowCounter} {
+		for _, rate := range []int{2, 5, 10, 20} {
+			t.Run(fmt.Sprintf("%v/%d per second", a, rate), func(t *testing.T) {
+				f := newLeaseFleet(t, srv, 2)
+				r := ratelimit.Request{Policy: leasePolicy(t, fmt.Sprintf("steady-%v-%d", a, rate), a, 100_000, time.Minute), Key: "k"}
+				t0 := time.Unix(1_700_000_000, 0)
+				step := time.Second / time.Duration(rate)
+				const seconds = 60
+				before := f.trips.Load()
+				requests := 0
+				for i := range seconds * rate {
+					for j, s := range f.stores {
+						// The instances interleave, half a step apart.
+						now := t0.Add(time.Duration(i)*step + time.Duration(j)*step/2)
+						if !decide1(t, s, now, r)[0].Allowed {
+							t.Fatalf("request %d on instance %d rejected far below the limit", i, j)
+						}
+						requests++
+					}
+				}
+				for _, s := range f.stores {
+					s.refills.Wait()
+				}
+				trips := f.trips.Load() - before
+				t.Logf("%d Redis calls for %d requests", trips, requests)
+				if trips*5 > int64(requests) {
+					t.Errorf("got %d Redis calls for %d requests, want at most a fifth", trips, requests)
+				}
+			})
+		}
+	}
+}

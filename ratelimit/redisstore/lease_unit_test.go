@@ -103,3 +103,22 @@ func TestLeaseWant(t *testing.T) {
 		t.Errorf("capped by two thirds of maxBatch (10): got %d, want 6", got)
 	}
 }
+
+// TestLeaseIdleOutlastsGap checks that a lease whose requests come a
+// little slower than leaseIdle apart is not swept between two of them:
+// forgotten, it would lose the rate it learnt and ask for one unit a call
+// for ever.
+func TestLeaseIdleOutlastsGap(t *testing.T) {
+	t.Parallel()
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "p", Algorithm: ratelimit.FixedWindow, Limit: 100_000, Window: time.Minute, Sync: ratelimit.SyncLease})
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, gap := range []time.Duration{100 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second} {
+		l := &lease{req: ratelimit.Request{Policy: p}}
+		for i := range 20 {
+			l.arriveLocked(t0.Add(time.Duration(i) * gap))
+			if got := l.idleLocked(); got <= gap {
+				t.Errorf("gap %v, arrival %d: idle after %v, want more than the gap", gap, i, got)
+			}
+		}
+	}
+}
