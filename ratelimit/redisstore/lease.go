@@ -28,8 +28,9 @@ const (
 	leaseHorizon = 200 * time.Millisecond
 	// leaseHalfLife is the half-life of the arrival rate's estimate.
 	leaseHalfLife = time.Second
-	// leaseIdle is how long a lease may go without requests before its
-	// units go back to Redis and the lease is forgotten.
+	// leaseIdle is the least time a lease may go without requests before
+	// its units go back to Redis and the lease is forgotten (see
+	// idleLocked).
 	leaseIdle = 2 * leaseHorizon
 	// leaseTTL is how long a token_bucket grant may be spent, at least;
 	// a call before then renews the instance's whole holding. A steady
