@@ -640,3 +640,50 @@ func TestLeaseBurstOnFreshLease(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseSteadyModestTrafficCost holds the cost promise where each
+// instance sees only 20 requests a second, far below the budget: Redis
+// calls, heartbeats included and counted by Redis itself, stay at most a
+// fifth of the requests once the traffic is steady.
+func TestLeaseSteadyModestTrafficCost(t *testing.T) {
+	rs := redistest.Start(t)
+	up := newUpstream(t)
+	cfg := leaseConfig(rs.Addr(), up.URL, "timeout: 1s",
+		"warm: {algorithm: fixed_window, limit: 1000, window: 1h, key: [global], sync: lease}",
+		"fixed: {algorithm: fixed_window, limit: 100000, window: 1h, key: [global], sync: lease}",
+		"bucket: {algorithm: token_bucket, limit: 100000, window: 1h, key: [global], sync: lease}",
+	)
+	path := writeConfig(t, cfg)
+	ins := []*instance{start(t, path), start(t, path)}
+	warmUp(t, ins)
+	for _, route := range []string{"/fixed", "/bucket"} {
+		t.Run(route, func(t *testing.T) {
+			// Two seconds let the instances learn their rate; the next
+			// three are counted.
+			steadyFrom := time.Now().Add(2 * time.Second)
+			steadyTo := steadyFrom.Add(3 * time.Second)
+			done := make(chan []shot)
+			go func() { done <- pace(t, ins, route, 40, []int{1, 1}, steadyTo.Add(100*time.Millisecond), nil) }()
+			time.Sleep(time.Until(steadyFrom))
+			_, by0 := commandCalls(t, rs)
+			at0 := time.Now()
+			time.Sleep(time.Until(steadyTo))
+			at1 := time.Now()
+			_, by1 := commandCalls(t, rs)
+			shots := <-done
+			noFallback(t, ins)
+			p := phase{shots: shots, commands: callsDelta(by0, by1)}
+			p.calls = roundTrips(t, p.commands)
+			for _, s := range shots {
+				if s.code != 200 {
+					t.Fatalf("request to %s: got %d (%v), want 200 far below the limit", route, s.code, s.err)
+				}
+				if !s.start.Before(at0) && s.start.Before(at1) {
+					p.requests++
+				}
+			}
+			t.Logf("Redis calls %d for %d requests (%v)", p.calls, p.requests, p.commands)
+			p.checkCost(t)
+		})
+	}
+}
