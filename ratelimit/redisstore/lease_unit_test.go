@@ -67,7 +67,8 @@ func TestFallbackPolicy(t *testing.T) {
 }
 
 // TestLeaseWant checks the batch asked for: the decayed arrival rate times
-// the horizon, within 1 and maxBatch.
+// the horizon, at least leaseSteadyBatch once the traffic is steady,
+// within 1 and maxBatch.
 func TestLeaseWant(t *testing.T) {
 	t.Parallel()
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "p", Algorithm: ratelimit.FixedWindow, Limit: 1_000_000, Window: time.Second, Sync: ratelimit.SyncLease})
@@ -78,6 +79,7 @@ func TestLeaseWant(t *testing.T) {
 		min, max int64
 	}{
 		{"idle asks for one", 1, 1, 1},
+		{"steady 5/s asks for the steady batch", 5, leaseSteadyBatch, leaseSteadyBatch},
 		{"100/s asks for about 20", 100, 18, 21},
 		{"10,000/s asks for about 2,000", 10_000, 1900, 2010},
 	} {
