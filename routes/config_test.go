@@ -111,6 +111,8 @@ testdata/bad_names.yaml:5:11: routes[0].name: invalid name "my route": use lette
 testdata/bad_names.yaml:7:11: routes[1].name: "(unmatched)" is the route label of requests no route matched: choose another name`},
 	{"bad_hop_by_hop.yaml", `testdata/bad_hop_by_hop.yaml:3:23: routes[0].match.headers.Keep-Alive: Keep-Alive is a hop-by-hop field: the upstream never gets it, so no route may match on it
 testdata/bad_hop_by_hop.yaml:6:64: routes[0].limits[0].key[0]: key source "header:proxy-authorization": Proxy-Authorization is a hop-by-hop field: the upstream never gets it`},
+	{"bad_underscore_header.yaml", `testdata/bad_underscore_header.yaml:3:23: routes[0].match.headers.X_Tier: X_Tier contains "_": sluice drops such fields before matching, as nginx does, so no route may match on it
+testdata/bad_underscore_header.yaml:6:64: routes[0].limits[0].key[0]: key source "header:X_Api_Key": X_Api_Key contains "_": sluice drops such fields before keying, as nginx does, so its value would always be empty`},
 	{"bad_max_keys.yaml", `testdata/bad_max_keys.yaml:2:80: policies.per-ip.max_keys: must be > 0
 testdata/bad_max_keys.yaml:3:98: policies.per-phone.max_keys: must be a whole number, not "many"
 testdata/bad_max_keys.yaml:9:78: routes[0].limits[1].max_keys: must be > 0`},

@@ -100,6 +100,9 @@ func parseSourceKind(s string) (source, error) {
 		if !validToken(name) {
 			return source{}, fmt.Errorf("invalid header name %q in key source %q", name, s)
 		}
+		if strings.IndexByte(name, '_') >= 0 {
+			return source{}, fmt.Errorf("key source %q: %s, so its value would always be empty", s, underscored(name, "keying"))
+		}
 		c := textproto.CanonicalMIMEHeaderKey(name)
 		if c == "Host" {
 			return source{kind: srcHost}, nil
@@ -154,6 +157,14 @@ func HopByHop(name string) error {
 		return fmt.Errorf("%s is a hop-by-hop field: the upstream never gets it", name)
 	}
 	return nil
+}
+
+// underscored says why a header field whose name contains "_" can be
+// neither matched nor keyed on: the gateway drops such fields before it
+// does either (WSGI and CGI upstreams read X_Forwarded_For as
+// X-Forwarded-For), so a route or a key naming one would never see it.
+func underscored(name, doing string) string {
+	return fmt.Sprintf("%s contains \"_\": sluice drops such fields before %s, as nginx does", name, doing)
 }
 
 // validToken reports whether s is an RFC 9110 token, the syntax of header

@@ -418,6 +418,9 @@ func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
 		case HopByHop(name) != nil:
 			d.errorf(e.key, p, "%v, so no route may match on it", HopByHop(name))
 			continue
+		case strings.IndexByte(e.key.Value, '_') >= 0:
+			d.errorf(e.key, p, "%s, so no route may match on it", underscored(e.key.Value, "matching"))
+			continue
 		case seen[name]:
 			d.errorf(e.key, p, "header %s is listed twice", name)
 			continue
