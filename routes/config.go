@@ -211,6 +211,46 @@ var parserErrors = map[string]bool{
 	"found duplicate %TAG directive":         true,
 }
 
+// unknownAnchor is the parser's error for an alias of an anchor never
+// defined; unlike the others it names no line.
+var unknownAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
+
+// aliasLine is the line of the first alias *name in data, 1 if there is
+// none. It skips quoted text and comments, and takes a quote or an alias
+// only where a node may start: after a space, a flow indicator or the
+// line's start (an apostrophe inside a plain word quotes nothing).
+func aliasLine(data []byte, name string) int {
+	line := 1
+	var quote byte
+	for i := 0; i < len(data); i++ {
+		c := data[i]
+		switch {
+		case c == '\n':
+			line++
+		case quote == '"' && c == '\\':
+			i++ // an escaped byte, perhaps a quote
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case (c == '"' || c == '\'') && (i == 0 || isYAMLSpace(data[i-1]) || strings.IndexByte("[{,", data[i-1]) >= 0):
+			quote = c
+		case c == '#' && (i == 0 || isYAMLSpace(data[i-1])):
+			for i+1 < len(data) && data[i+1] != '\n' {
+				i++
+			}
+		case c == '*' && (i == 0 || isYAMLSpace(data[i-1]) || strings.IndexByte("[{,", data[i-1]) >= 0):
+			rest := data[i+1:]
+			if bytes.HasPrefix(rest, []byte(name)) && (len(rest) == len(name) || isYAMLSpace(rest[len(name)]) || strings.IndexByte(",[]{}", rest[len(name)]) >= 0) {
+				return line
+			}
+		}
+	}
+	return 1
+}
+
+func isYAMLSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
 // document parses data as exactly one YAML document and returns its root;
 // nil for an empty file.
 func (d *decoder) document(data []byte) *yaml.Node {
@@ -230,6 +270,9 @@ func (d *decoder) document(data []byte) *yaml.Node {
 				if parserErrors[msg] {
 					line++
 				}
+			} else if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
+				msg = strings.TrimPrefix(msg, "yaml: ")
+				line = aliasLine(data, m[1])
 			}
 			d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: 1, Message: "syntax error: " + msg})
 			return nil

@@ -277,6 +277,11 @@ func TestSyntaxErrorLines(t *testing.T) {
 		// Scanner errors were numbered right already.
 		{"a: 1\n\tb: 2\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
 		{"a: 1\nb: \"open\n", "f.yaml:2:1: syntax error: found unexpected end of stream"},
+		// The parser names no line for an alias of an unknown anchor: the
+		// first alias of that name is the place.
+		{"listen: x\nadmin: \"a *nope\"\nroutes: [*nope]\n", "f.yaml:3:1: syntax error: unknown anchor 'nope' referenced"},
+		{"a: &n 1\nb:\n  <<: *no\n", "f.yaml:3:1: syntax error: unknown anchor 'no' referenced"},
+		{"a: it's # *no\nb: [*no]\n", "f.yaml:2:1: syntax error: unknown anchor 'no' referenced"},
 	} {
 		_, err := Parse("f.yaml", []byte(tc.yaml), nil)
 		if err == nil || err.Error() != tc.want {
