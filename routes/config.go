@@ -291,8 +291,9 @@ func (d *decoder) document(data []byte) *yaml.Node {
 func (d *decoder) config(root *yaml.Node, dir string) *Config {
 	m := d.fields(root, "", "listen", "admin", "admin_token", "trusted_proxies", "shutdown_timeout",
 		"client_header_timeout", "client_body_timeout", "keepalive_timeout", "send_timeout", "websocket_idle_timeout", "tls", "store", "policies", "routes", "log")
+	listen := d.address(d.str(m, "listen", ""), "listen")
 	c := &Config{
-		Listen:               d.address(d.str(m, "listen", ""), "listen").or(":8080"),
+		Listen:               listen.or(":8080"),
 		Admin:                "127.0.0.1:9091",
 		ShutdownTimeout:      d.positive(d.duration(m, "shutdown_timeout", ""), "shutdown_timeout").or(15 * time.Second),
 		ClientHeaderTimeout:  d.positive(d.duration(m, "client_header_timeout", ""), "client_header_timeout").or(10 * time.Second),
@@ -301,16 +302,22 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 		SendTimeout:          d.positive(d.duration(m, "send_timeout", ""), "send_timeout").or(60 * time.Second),
 		WebSocketIdleTimeout: d.positive(d.duration(m, "websocket_idle_timeout", ""), "websocket_idle_timeout").or(60 * time.Second),
 	}
-	if a := d.str(m, "admin", ""); a.set {
-		c.Admin = a.v
-		if a.v != "" {
-			d.address(a, "admin")
+	admin := d.str(m, "admin", "")
+	if admin.set {
+		c.Admin = admin.v
+		if admin.v != "" {
+			admin = d.address(admin, "admin")
 		}
 	}
 	c.TrustedProxies = d.prefixes(d.strs(m, "trusted_proxies", ""), "trusted_proxies")
 	if e := m["tls"]; !isNull(e.val) {
 		c.TLS = d.tls(e.val, "tls", dir)
 	}
+	ls := []listener{{"listen", c.Listen, listen}, {"admin", c.Admin, admin}}
+	if c.TLS != nil {
+		ls = append(ls, listener{"tls.listen", c.TLS.Listen, d.tlsListen})
+	}
+	d.listenersApart(ls)
 	c.Store = d.store(m["store"].val, "store")
 	d.maxKeys = max(c.Store.Memory.MaxKeys, 0) // an invalid one is reported already
 	d.storeType = c.Store.Type

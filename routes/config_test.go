@@ -113,6 +113,8 @@ testdata/bad_names.yaml:7:11: routes[1].name: "(unmatched)" is the route label o
 testdata/bad_hop_by_hop.yaml:6:64: routes[0].limits[0].key[0]: key source "header:proxy-authorization": Proxy-Authorization is a hop-by-hop field: the upstream never gets it`},
 	{"bad_underscore_header.yaml", `testdata/bad_underscore_header.yaml:3:23: routes[0].match.headers.X_Tier: X_Tier contains "_": sluice drops such fields before matching, as nginx does, so no route may match on it
 testdata/bad_underscore_header.yaml:6:64: routes[0].limits[0].key[0]: key source "header:X_Api_Key": X_Api_Key contains "_": sluice drops such fields before keying, as nginx does, so its value would always be empty`},
+	{"bad_listeners.yaml", `testdata/bad_listeners.yaml:1:9: listen: ":9091" overlaps admin ("127.0.0.1:9091", the default): two listeners cannot bind one address and port
+testdata/bad_listeners.yaml:3:11: tls.listen: "[::ffff:127.0.0.1]:9091" overlaps listen (":9091"): two listeners cannot bind one address and port`},
 	{"bad_max_keys.yaml", `testdata/bad_max_keys.yaml:2:80: policies.per-ip.max_keys: must be > 0
 testdata/bad_max_keys.yaml:3:98: policies.per-phone.max_keys: must be a whole number, not "many"
 testdata/bad_max_keys.yaml:9:78: routes[0].limits[1].max_keys: must be > 0`},
@@ -209,6 +211,23 @@ func TestBadConfigs(t *testing.T) {
 				t.Errorf("got %d problems, want %d", got, want)
 			}
 		})
+	}
+}
+
+// TestListenersApart: listeners that bind different addresses, or let
+// the system pick a port, are valid side by side.
+func TestListenersApart(t *testing.T) {
+	t.Parallel()
+	for _, y := range []string{
+		"listen: \"127.0.0.1:8080\"\nadmin: \"127.0.0.2:8080\"\n",
+		"listen: \"[::1]:8080\"\nadmin: \"127.0.0.1:8080\"\n",
+		"listen: \"127.0.0.1:0\"\nadmin: \"127.0.0.1:0\"\n",
+		"listen: \"127.0.0.1:9091\"\nadmin: \"\"\n",
+		"listen: \":8080\"\nadmin: \":9091\"\ntls: {listen: \":8443\", acme: {domains: [api.example.com]}}\n",
+	} {
+		if _, err := Parse("f.yaml", []byte(y), nil); err != nil {
+			t.Errorf("%q: got %v, want no error", y, err)
+		}
 	}
 }
 

@@ -27,6 +27,9 @@ type decoder struct {
 	// each time, ten aliases a level over seven levels of a 500-byte
 	// file took seconds, over nine a day.
 	merged map[*yaml.Node][]entry
+	// tlsListen is tls.listen as written, for the check that no two
+	// listeners bind one address.
+	tlsListen val[string]
 }
 
 // entry is one key and value of a mapping.

@@ -20,8 +20,9 @@ func (d *decoder) tls(n *yaml.Node, path, dir string) *TLS {
 	if deref(n).Kind != yaml.MappingNode {
 		return &TLS{}
 	}
+	d.tlsListen = d.address(d.str(m, "listen", path), field(path, "listen"))
 	t := &TLS{
-		Listen:       d.address(d.str(m, "listen", path), field(path, "listen")).or(":8443"),
+		Listen:       d.tlsListen.or(":8443"),
 		RedirectHTTP: d.boolean(m, "redirect_http", path).or(false),
 		MinVersion:   tls.VersionTLS12,
 	}
