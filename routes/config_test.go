@@ -214,6 +214,20 @@ func TestBadConfigs(t *testing.T) {
 	}
 }
 
+// TestProblemsOneLineEach: a problem is one line even when the field it
+// names holds a line break or another control character, which the line
+// shows escaped.
+func TestProblemsOneLineEach(t *testing.T) {
+	t.Parallel()
+	y := "\"bo\\ngus\": 1\nroutes:\n  - name: a\n    upstream: http://127.0.0.1:9000\n    match: {headers: {\"X\\tY\": a}}\n"
+	_, err := Parse("f\r.yaml", []byte(y), nil)
+	want := `f\r.yaml:1:1: bo\ngus: unknown field
+f\r.yaml:5:23: routes[0].match.headers.X\tY: invalid header name "X\tY"`
+	if err == nil || err.Error() != want {
+		t.Errorf("got\n%v\nwant\n%s", err, want)
+	}
+}
+
 // TestListenersApart: listeners that bind different addresses, or let
 // the system pick a port, are valid side by side.
 func TestListenersApart(t *testing.T) {

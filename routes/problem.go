@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -17,12 +18,34 @@ type Problem struct {
 	Message string
 }
 
-// String formats p as "FILE:LINE:COL: path: message".
+// String formats p as "FILE:LINE:COL: path: message", on one line: a
+// control character, which a quoted YAML key or a file name may hold, is
+// written as its Go escape (\n, \t, \x1b), so that each problem stays one
+// line for the scripts that read them.
 func (p Problem) String() string {
+	var s string
 	if p.Path == "" {
-		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Message)
+		s = fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Message)
+	} else {
+		s = fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Col, p.Path, p.Message)
 	}
-	return fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Col, p.Path, p.Message)
+	if strings.IndexFunc(s, isControl) < 0 {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			q := strconv.QuoteRune(r) // '\n', '\x1b', '\u0085'
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func isControl(r rune) bool {
+	return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == 0x2028 || r == 0x2029
 }
 
 // Problems is every mistake found in a configuration, sorted by line then
