@@ -37,10 +37,10 @@ import (
 // goroutine, the direct path never takes for an answer what an upstream
 // sent on an idle connection: before it reuses one, it checks (a
 // non-blocking peek) that nothing came on it. Like http.Transport, it sends
-// such a request again, on another connection, when a kept-alive one turns
-// out to be closed by the upstream before any answer came; keeps at most
-// maxIdlePerHost idle connections per upstream and closes those idle for
-// idleTimeout; bounds an answer's head, informational (1xx) answers
+// such a request again when a kept-alive connection turns out to be closed
+// by the upstream before any answer came, though only once, on a new
+// connection (see RoundTrip); keeps at most maxIdlePerHost idle
+// connections per upstream and closes those idle for idleTimeout; bounds an answer's head, informational (1xx) answers
 // included, to maxHeadBytes; and never reuses a connection that has bytes
 // left after an answer, whose answer was not read to its end, or that
 // switched protocols. Unlike http.Transport, which leaves the count of
@@ -116,8 +116,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")
 	}
+	c, err := t.conn(ctx, addr)
 	for {
-		c, err := t.conn(ctx, addr)
 		if err != nil {
 			return nil, err
 		}
@@ -133,8 +133,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, context.Cause(ctx)
 		}
 		// The upstream closed a kept-alive connection before it
-		// answered; a GET, HEAD, OPTIONS or TRACE goes again on
-		// another one.
+		// answered (its keep-alive timeout ran out as the request
+		// went): a GET, HEAD, OPTIONS or TRACE goes again, once, on a
+		// new connection, which is never stale. Not on the next idle
+		// one, as http.Transport does: an upstream that drops the
+		// connection on this very request (a handler that panics, a
+		// filter that resets) would get it again on every idle
+		// connection in turn, and lose each, for one request the
+		// limits counted once.
+		c, err = t.dialConn(ctx, addr)
 	}
 }
 
@@ -145,7 +152,8 @@ func direct(req *http.Request) bool {
 	}
 	switch req.Method {
 	// The methods http.Transport sends again on a stale connection
-	// (Request.isReplayable): the direct path retries each the same way.
+	// (Request.isReplayable): the direct path sends each again too, if
+	// only once (see RoundTrip).
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
 	default:
 		return false
@@ -231,6 +239,11 @@ func (t *Transport) conn(ctx context.Context, addr string) (*h1Conn, error) {
 		t.mu.Lock()
 	}
 	t.mu.Unlock()
+	return t.dialConn(ctx, addr)
+}
+
+// dialConn returns a new connection to addr.
+func (t *Transport) dialConn(ctx context.Context, addr string) (*h1Conn, error) {
 	nc, err := t.dial(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
@@ -367,7 +380,7 @@ func (t *Transport) readAnswer(ctx context.Context, c *h1Conn, req *http.Request
 }
 
 // stale marks err as the failure of a reused connection before any answer
-// came, which a retry on another connection may mend.
+// came, which a retry on a new connection may mend.
 func stale(c *h1Conn, err error) error {
 	if !c.reused {
 		return err

@@ -254,6 +254,67 @@ func TestTransportNewConnectionIsNotRetried(t *testing.T) {
 	}
 }
 
+// TestTransportRetriesOnceOnANewConnection has an upstream that drops the
+// connection, without an answer, on one request (a handler that panics, a
+// filter that resets): the request was sent on a kept-alive connection, so
+// it looks stale, and a GET goes again. It must go again once, on a new
+// connection: sent again on each idle one in turn, the one request the
+// limits counted would reach the upstream once per idle connection, and
+// every one of them would be lost.
+func TestTransportRetriesOnceOnANewConnection(t *testing.T) {
+	t.Parallel()
+	var dropped atomic.Int32
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if req.URL.Path == "/drop" {
+				dropped.Add(1)
+				return
+			}
+			if _, err := io.WriteString(c, okAnswer); err != nil {
+				return
+			}
+		}
+	})
+	tr := newTestTransport()
+	defer tr.CloseIdleConnections()
+	const idle = 8
+	var resps []*http.Response
+	for range idle {
+		// Each answer is held unread, so that the next request needs a
+		// connection of its own.
+		req, _ := http.NewRequest("GET", up.url()+"/", nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resps = append(resps, resp)
+	}
+	for _, resp := range resps {
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	req, _ := http.NewRequest("GET", up.url()+"/drop", nil)
+	if _, err := tr.RoundTrip(req); err == nil {
+		t.Fatal("got an answer from an upstream that gave none")
+	}
+	if n := dropped.Load(); n != 2 {
+		t.Errorf("one GET reached the upstream %d times, want 2: once, and once again on a new connection", n)
+	}
+	if n := up.accepted.Load(); n != idle+1 {
+		t.Errorf("got %d connections, want %d: the retry on a new one", n, idle+1)
+	}
+	tr.mu.Lock()
+	n := len(tr.idle[up.ln.Addr().String()])
+	tr.mu.Unlock()
+	if n != idle-1 {
+		t.Errorf("%d idle connections left, want %d: only the one the request went on is lost", n, idle-1)
+	}
+}
+
 func TestTransportReusesOnlyCleanConnections(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
