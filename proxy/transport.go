@@ -43,7 +43,8 @@ import (
 // connections per upstream and closes those idle for idleTimeout; bounds an answer's head, informational (1xx) answers
 // included, to maxHeadBytes; and never reuses a connection that has bytes
 // left after an answer, whose answer was not read to its end, or that
-// switched protocols. Unlike http.Transport, which leaves the count of
+// switched protocols. Unlike http.Transport, it does not reuse one either
+// after an answer whose framing is in doubt (framingInDoubt). Unlike http.Transport, which leaves the count of
 // informational answers passed on to the trace to its caller, it takes at
 // most max1xx of them before the final answer.
 type Transport struct {
@@ -358,12 +359,16 @@ func (t *Transport) readAnswer(ctx context.Context, c *h1Conn, req *http.Request
 		return nil, stale(c, err)
 	}
 	for n := 0; ; n++ {
+		doubt := framingInDoubt(c.br)
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return nil, err
 		}
 		code := resp.StatusCode
 		if code < 100 || code >= 200 || code == http.StatusSwitchingProtocols {
+			// The connection is closed after an answer whose
+			// framing is in doubt.
+			resp.Close = resp.Close || doubt
 			return resp, nil
 		}
 		// An informational answer: ReverseProxy passes it on through

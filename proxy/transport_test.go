@@ -329,6 +329,15 @@ func TestTransportReusesOnlyCleanConnections(t *testing.T) {
 		// Whatever follows a switch of protocols is not HTTP; it must
 		// never be read as the answer to the next request.
 		{name: "switching protocols unasked", answer: "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"},
+		// Framing another reader could take differently (RFC 9112 §6.1,
+		// §6.3): http.ReadResponse goes by Transfer-Encoding when both
+		// are given, by Content-Length in HTTP/1.0, and what the
+		// upstream meant by the other may be left on the connection.
+		{name: "content-length beside transfer-encoding", answer: "HTTP/1.1 200 OK\r\nContent-Length: 40\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n", body: "ok"},
+		{name: "transfer-encoding beside content-length", answer: "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\ncontent-length: 3\r\n\r\n2\r\nok\r\n0\r\n\r\n", body: "ok"},
+		{name: "transfer-encoding in HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\nok", body: "ok"},
+		// A head longer than the read buffer cannot be checked so.
+		{name: "head too long to check", answer: "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("a", 40<<10) + "\r\nContent-Length: 2\r\n\r\nok", body: "ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

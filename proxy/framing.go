@@ -1,0 +1,99 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+)
+
+// framingInDoubt reports whether the answer head at the start of br frames
+// its body in a way another reader could take differently, so that what
+// the upstream meant for the body may be left on the connection (RFC 9112
+// §6.1, §6.3): Content-Length beside Transfer-Encoding, where
+// http.ReadResponse goes by Transfer-Encoding and drops the other, or
+// Transfer-Encoding in an HTTP/1.0 answer, which it ignores. RFC 9112
+// has the connection closed after such a message; http.ReadResponse
+// leaves no trace of the field it set aside, so the head is read here
+// first, in br's buffer. A head longer than the buffer cannot be, and is
+// in doubt too. Errors are left to http.ReadResponse, which meets them
+// again.
+func framingInDoubt(br *bufio.Reader) bool {
+	var s headScan
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		if doubt, whole := s.scan(buf); whole {
+			return doubt
+		}
+		if len(buf) == br.Size() {
+			return true
+		}
+		// A head that comes a byte at a time is read once all the same:
+		// each scan goes on from the last line it ended.
+		if _, err := br.Peek(len(buf) + 1); err != nil {
+			return false
+		}
+	}
+}
+
+// headScan reads a message head as it arrives, and tells whether its
+// framing is in doubt (see framingInDoubt). It reads lines as
+// http.ReadResponse does, ended by LF alone or CRLF. The zero value is
+// ready to read a head.
+type headScan struct {
+	n              int  // bytes of the head read so far: whole lines
+	length, coding bool // Content-Length, Transfer-Encoding seen
+}
+
+// scan goes on reading the head at the start of b, which holds at least
+// what the last scan was given, and reports whether its framing is in
+// doubt, and whether b holds the whole head.
+func (s *headScan) scan(b []byte) (doubt, whole bool) {
+	for {
+		i := bytes.IndexByte(b[s.n:], '\n')
+		if i < 0 {
+			return false, false
+		}
+		line := b[s.n : s.n+i]
+		status := s.n == 0
+		s.n += i + 1
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		if status {
+			continue
+		}
+		if len(line) == 0 {
+			// Transfer-Encoding counts only from HTTP/1.1 on.
+			old := len(b) >= 8 && string(b[:5]) == "HTTP/" && (b[5] == '0' || b[5] == '1' && b[7] == '0')
+			return s.coding && (s.length || old), true
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 {
+			continue
+		}
+		name := bytes.TrimRight(line[:colon], " \t")
+		switch {
+		case equalFoldASCII(name, "content-length"):
+			s.length = true
+		case equalFoldASCII(name, "transfer-encoding"):
+			s.coding = true
+		}
+	}
+}
+
+// equalFoldASCII reports whether b is s, a lower-case name, in any ASCII
+// letter case.
+func equalFoldASCII(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
