@@ -36,17 +36,18 @@ import (
 // Like http.Transport, which watches each idle connection from its read
 // goroutine, the direct path never takes for an answer what an upstream
 // sent on an idle connection: before it reuses one, it checks (a
-// non-blocking peek) that nothing came on it. Like http.Transport, it sends
-// such a request again when a kept-alive connection turns out to be closed
-// by the upstream before any answer came, though only once, on a new
-// connection (see RoundTrip); keeps at most maxIdlePerHost idle
-// connections per upstream and closes those idle for idleTimeout; bounds an answer's head, informational (1xx) answers
-// included, to maxHeadBytes; and never reuses a connection that has bytes
-// left after an answer, whose answer was not read to its end, or that
-// switched protocols. Unlike http.Transport, it does not reuse one either
-// after an answer whose framing is in doubt (framingInDoubt). Unlike http.Transport, which leaves the count of
-// informational answers passed on to the trace to its caller, it takes at
-// most max1xx of them before the final answer.
+// non-blocking peek) that nothing came on it. Like http.Transport, it
+// sends such a request again when a kept-alive connection turns out to be
+// closed by the upstream before any answer came, though only once, on a
+// new connection (see RoundTrip); keeps at most maxIdlePerHost idle
+// connections per upstream and closes those idle for idleTimeout; bounds
+// an answer's head, informational (1xx) answers included, to
+// maxHeadBytes; and never reuses a connection that has bytes left after
+// an answer, whose answer was not read to its end, or that switched
+// protocols. Unlike http.Transport, it does not reuse one after an answer
+// whose framing is in doubt either (framingInDoubt), and it takes at most
+// max1xx informational answers before the final one, where http.Transport
+// leaves the count of those passed on to the trace to its caller.
 type Transport struct {
 	base           http.RoundTripper // for every request the direct path does not take
 	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
