@@ -33,7 +33,8 @@ const (
 	// idleLocked).
 	leaseIdle = 2 * leaseHorizon
 	// leaseTTL is how long a token_bucket grant may be spent, at least;
-	// a call before then renews the instance's whole holding. A steady
+	// a grant before then renews the instance's whole holding (never
+	// shortening it, see lease.lua). A steady
 	// lease's grant lasts as long as its batch does (see ttlLocked), up
 	// to leaseMaxTTL.
 	leaseTTL    = time.Second

@@ -27,11 +27,11 @@
 --
 -- Reply: {granted, now_us, valid_us, mark, remaining, retry_ns, reset_ns}:
 -- the units granted; the script's time; how long from now the instance
--- may spend them (to the window's end, or the token_bucket lease TTL);
--- the window start they are counted in (0 for token_bucket); what the
--- bucket has left after the grant; when granted is short of want (or 0),
--- how long until a unit may be free (0 otherwise); how long until the
--- bucket is whole.
+-- may spend them (to the window's end, or the token_bucket holding's
+-- expiry); the window start they are counted in (0 for token_bucket);
+-- what the bucket has left after the grant; when granted is short of want
+-- (or 0), how long until a unit may be free (0 otherwise); how long until
+-- the bucket is whole.
 --
 -- token_bucket hash: 'l' the level in us of refill (tokens x interval),
 -- 't' its time in us, and per instance 'o:ID' = 'units expiry_us': units
@@ -167,11 +167,15 @@ end
 local g = math.max(math.min(want, math.floor(level / t)), 0)
 level = level - g * t
 mine = mine + g
+-- A grant renews the instance's whole holding, never shortening it: a
+-- grant may be shorter than the one before (a steady lease's lasts up to
+-- 10s, a slower one's 1s), and an instance whose reply is lost spends
+-- what it held until the expiry it last heard.
 local valid = 0
 if g > 0 then
-  mine_e = now + lttl
-  valid = lttl
-elseif mine > 0 then
+  mine_e = math.max(mine_e, now + lttl)
+end
+if mine > 0 then
   valid = mine_e - now
 end
 if mine > 0 then

@@ -1,0 +1,113 @@
+package redisstore
+
+import (
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// TestLeaseTokenBucketRenewalLostReply: a steady lease's token_bucket
+// grant may be spent for up to 10s, a later grant for as little as 1s
+// (its traffic slowed). A call whose reply is lost (the decision's timeout
+// passed, the script ran all the same) leaves the instance spending its
+// units until the deadline it knew. Redis must count them as this
+// instance's until then: were the holding's expiry shortened to the later
+// grant's, the refill would free their room while they are still spent,
+// and the fleet would admit more than one bucket of the policy.
+func TestLeaseTokenBucketRenewalLostReply(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: 100 * time.Millisecond})
+	b := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second})
+	for _, s := range []*Store{a, b} {
+		s.startHeartbeat()
+	}
+	for _, s := range []*Store{a, b} {
+		s.beat(false)
+		if got := s.Instances(); got != 2 {
+			t.Fatalf("instances seen: got %d, want 2", got)
+		}
+	}
+	// 10 tokens a second, a burst of 600: each of the two instances holds
+	// at most 30, and a steady lease asks for 16.
+	p, err := ratelimit.NewPolicy(ratelimit.Policy{Name: "tb-lost", Algorithm: ratelimit.TokenBucket, Limit: 600, Window: time.Minute, Burst: 600, Sync: ratelimit.SyncLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ratelimit.Request{Policy: p, Key: "k"}
+	key := Key("", r)
+	t0 := time.Unix(1_700_000_000, 0)
+	var admitted []time.Time
+	decide := func(s *Store, at time.Time) {
+		if decide1(t, s, at, r)[0].Allowed {
+			admitted = append(admitted, at)
+		}
+		s.refills.Wait()
+	}
+	lease := func(s *Store) (units int64, deadline time.Duration) {
+		s.leases.mu.Lock()
+		l := s.leases.m[key]
+		s.leases.mu.Unlock()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.units, l.deadline.Sub(t0)
+	}
+
+	// Two requests a second on a: the lease becomes steady and takes a
+	// batch of 16 that may be spent for 10s.
+	at := t0
+	for range 11 {
+		decide(a, at)
+		at = at.Add(500 * time.Millisecond)
+	}
+	units, deadline := lease(a)
+	t.Logf("a after steady traffic: %d units until %v; Redis %s", units, deadline, srv.Do("HGET", key, "o:"+a.id))
+	if units < 8 || deadline < 5*time.Second {
+		t.Fatalf("a holds %d units until %v, want a steady batch with a long grant", units, deadline)
+	}
+
+	// A pause: the next request finds the traffic no longer steady and
+	// its refill asks for a 1s grant, whose reply is lost.
+	if units*2 < 16 {
+		t.Fatalf("a holds %d units, want at least 8 (no refill due yet)", units)
+	}
+	at = at.Add(1500 * time.Millisecond)
+	before := srv.Do("HGET", key, "o:"+a.id)
+	srv.Pause()
+	if !decide1(t, a, at, r)[0].Allowed {
+		t.Fatal("a rejected a request its lease holds units for")
+	}
+	admitted = append(admitted, at)
+	a.refills.Wait() // timed out
+	srv.Resume()
+	// The script runs once Redis reads the call.
+	if _, ok := waitFor(5*time.Second, func() bool { return srv.Do("HGET", key, "o:"+a.id) != before }); !ok {
+		t.Fatal("the call whose reply was lost never ran")
+	}
+	units, deadline = lease(a)
+	t.Logf("a after the lost reply at %v: %d units until %v; Redis %s", at.Sub(t0), units, deadline, srv.Do("HGET", key, "o:"+a.id))
+	lost := at
+
+	// b calls once after the 1s grant's end, then the bucket refills.
+	decide(b, lost.Add(1100*time.Millisecond))
+	// Then b drains the bucket and a spends what it holds.
+	burst := lost.Add(2500 * time.Millisecond)
+	for i := range 700 {
+		decide(b, burst.Add(time.Duration(i)*time.Microsecond))
+	}
+	for i := range int(units) {
+		decide(a, burst.Add(time.Millisecond+time.Duration(i)*time.Microsecond))
+	}
+
+	sort.Slice(admitted, func(i, j int) bool { return admitted[i].Before(admitted[j]) })
+	var st ratelimit.TokenBucketState
+	for i, x := range admitted {
+		var d ratelimit.Decision
+		if st, d = ratelimit.StepTokenBucket(p, st, x.UnixNano(), 1); !d.Allowed {
+			t.Fatalf("admission %d of %d at %v: one token bucket rejects it: the fleet admitted more than the policy", i, len(admitted), x.Sub(t0))
+		}
+	}
+	t.Logf("%d admissions, all within one bucket", len(admitted))
+}
