@@ -509,9 +509,15 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 // startRefillLocked starts a background refill when l runs below half of
 // its last batch and none is in flight. A batch of one is not fetched
 // ahead: traffic that slow would hold a unit only to give it back idle,
-// three calls where a request's own call is one.
+// three calls where a request's own call is one. Nor is a window's batch
+// while the units held last, at the lease's rate, to the window's end:
+// what it brought would be dropped there, a call for nothing (two a
+// window where one does, with a steady batch and windows of a second).
 func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 	if l.inflight != nil || l.batch <= 1 || l.units*2 >= l.batch || now.Before(l.quiet) {
+		return
+	}
+	if l.req.Policy.Algorithm != ratelimit.TokenBucket && float64(l.units) >= l.score/leaseTau*l.deadline.Sub(now).Seconds() {
 		return
 	}
 	l.inflight = make(chan struct{})

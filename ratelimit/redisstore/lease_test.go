@@ -351,3 +351,43 @@ func TestLeaseSteadyTrafficCost(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseSteadyTrafficCostShortWindow holds the cost promise where a
+// window lasts a second: its units end with it, so each window costs an
+// instance a call, and a refill fetched ahead while the units held last
+// to the window's end would be a second call for nothing. Heartbeats
+// count, one a second per instance.
+func TestLeaseSteadyTrafficCostShortWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	f := newLeaseFleet(t, srv, 2)
+	for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.SlidingWindowCounter} {
+		for _, rate := range []int{12, 15} {
+			t.Run(fmt.Sprintf("%v/%d per second", a, rate), func(t *testing.T) {
+				r := ratelimit.Request{Policy: leasePolicy(t, fmt.Sprintf("short-%v-%d", a, rate), a, 100_000, time.Second), Key: "k"}
+				t0 := time.Unix(1_700_000_000, 0)
+				step := time.Second / time.Duration(rate)
+				const seconds = 60
+				before := f.trips.Load()
+				requests := 0
+				for i := range seconds * rate {
+					for j, s := range f.stores {
+						now := t0.Add(time.Duration(i)*step + time.Duration(j)*step/2)
+						if !decide1(t, s, now, r)[0].Allowed {
+							t.Fatalf("request %d on instance %d rejected far below the limit", i, j)
+						}
+						requests++
+					}
+				}
+				for _, s := range f.stores {
+					s.refills.Wait()
+				}
+				trips := f.trips.Load() - before
+				beats := int64(seconds * len(f.stores))
+				t.Logf("%d lease calls and %d heartbeats for %d requests", trips, beats, requests)
+				if (trips+beats)*5 > int64(requests) {
+					t.Errorf("got %d Redis calls (%d heartbeats) for %d requests, want at most a fifth", trips+beats, beats, requests)
+				}
+			})
+		}
+	}
+}
