@@ -484,6 +484,20 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	if rep.granted == 0 {
 		return nil
 	}
+	if p.Algorithm == ratelimit.TokenBucket && !s.spendTime(now).Before(l.deadline) {
+		// The answer came after the deadline of what the lease held:
+		// the script may have run past that holding's expiry in Redis,
+		// which then dropped it as spent before this grant. What the
+		// lease still held, and what it spent or let expire since the
+		// call, belongs to no holding Redis counts: merged into this
+		// grant's it would be spent again, or reported out of it.
+		// Dropped, it errs towards admitting less.
+		l.units, l.back, l.spent = 0, 0, 0
+		if l.held > 0 {
+			l.held = 0
+			l.gen++
+		}
+	}
 	if rep.mark != l.mark {
 		// A new window: units of the old one are past their time.
 		l.expireLocked(now.Add(rep.valid))

@@ -1,7 +1,10 @@
 package redisstore
 
 import (
+	"context"
+	"fmt"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -107,6 +110,136 @@ func TestLeaseTokenBucketRenewalLostReply(t *testing.T) {
 		var d ratelimit.Decision
 		if st, d = ratelimit.StepTokenBucket(p, st, x.UnixNano(), 1); !d.Allowed {
 			t.Fatalf("admission %d of %d at %v: one token bucket rejects it: the fleet admitted more than the policy", i, len(admitted), x.Sub(t0))
+		}
+	}
+	t.Logf("%d admissions, all within one bucket", len(admitted))
+}
+
+// TestLeaseTokenBucketLapseDuringRefill: a refill is sent while the lease
+// still holds units, and the script runs only after the holding's expiry
+// (Redis slow, a round trip longer than usual). Redis then drops the old
+// holding, counted spent, before it grants the batch; the units the lease
+// held, and those it spent meanwhile, belong to no holding Redis knows.
+// Merged into the new grant's, they would be spent again (or reported
+// spent out of the new holding), beyond what one bucket admits.
+func TestLeaseTokenBucketLapseDuringRefill(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: 5 * time.Second})
+	// 200 tokens a second, a burst of 600: the bucket refills to its cap
+	// within the test's pauses, and little while it is drained.
+	p, err := ratelimit.NewPolicy(ratelimit.Policy{Name: "tb-lapse", Algorithm: ratelimit.TokenBucket, Limit: 200, Window: time.Second, Burst: 600, Sync: ratelimit.SyncLease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := ratelimit.Request{Policy: p, Key: "k"}
+	key := Key("", r)
+	var mu sync.Mutex
+	var admitted []time.Time
+	decide := func() bool {
+		now := time.Now()
+		out := make([]ratelimit.Decision, 1)
+		if err := s.Decide(context.Background(), now, []ratelimit.Request{r}, out); err != nil {
+			t.Error(err)
+			return false
+		}
+		if out[0].Allowed {
+			mu.Lock()
+			admitted = append(admitted, now)
+			mu.Unlock()
+		}
+		return out[0].Allowed
+	}
+	// keepalive sends a request every 100ms until then, so that the
+	// lease is not idle.
+	keepalive := func(until time.Time) {
+		for time.Now().Before(until) {
+			time.Sleep(min(100*time.Millisecond, time.Until(until)))
+			decide()
+		}
+	}
+	lease := func() *lease {
+		s.leases.mu.Lock()
+		defer s.leases.mu.Unlock()
+		return s.leases.m[key]
+	}
+
+	// A burst of concurrent requests: the lease takes a steady batch with
+	// a short grant.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() { decide() })
+	}
+	wg.Wait()
+	s.refills.Wait()
+	l := lease()
+	// The holding nears its end, as a grant made seconds ago would leave
+	// it (Redis's expiry no earlier than the lease's deadline).
+	end := time.Now().Add(500 * time.Millisecond)
+	l.mu.Lock()
+	l.deadline = end
+	units := l.units
+	l.mu.Unlock()
+	var mine, expiry int64
+	if _, err := fmt.Sscan(srv.Do("HGET", key, "o:"+s.id), &mine, &expiry); err != nil {
+		t.Fatal(err)
+	}
+	srv.Do("HSET", key, "o:"+s.id, fmt.Sprintf("%d %d", mine, end.Add(time.Millisecond).UnixMicro()))
+	t.Logf("after the burst: %d units, Redis counts %d", units, mine)
+	if units*2 < 16 {
+		t.Fatalf("the lease holds %d units, want at least 8 (no refill due yet)", units)
+	}
+
+	// Shortly before the holding's end, Redis stalls; the lease runs
+	// below half its batch and sends a refill, which Redis runs only
+	// after the holding's end.
+	time.Sleep(time.Until(end.Add(-300 * time.Millisecond)))
+	srv.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	for {
+		if !decide() {
+			t.Fatal("rejected with units held")
+		}
+		l.mu.Lock()
+		inflight := l.inflight != nil
+		l.mu.Unlock()
+		if inflight {
+			break
+		}
+	}
+	// (Requests on, while the units last, and none for less than the
+	// idle time, so that the lease stays.)
+	keepalive(end.Add(-150 * time.Millisecond))
+	time.Sleep(time.Until(end.Add(150 * time.Millisecond)))
+	srv.Resume()
+	paused = false
+	s.refills.Wait()
+	mine = 0
+	fmt.Sscan(srv.Do("HGET", key, "o:"+s.id), &mine, &expiry)
+	l.mu.Lock()
+	units, spent, held := l.units, l.spent, l.held
+	l.mu.Unlock()
+	t.Logf("after the refill: the lease holds %d units, %d spent unreported; Redis counts %d as its", units, spent, mine)
+	if units+spent+held > mine {
+		t.Errorf("the lease holds %d units and %d spent unreported, Redis counts %d as its: Redis no longer counts some of them", units, spent, mine)
+	}
+
+	// The bucket refills to its cap; then requests come as fast as they
+	// are decided: one bucket of the policy admits all that is admitted.
+	keepalive(time.Now().Add(200 * time.Millisecond))
+	for stop := time.Now().Add(300 * time.Millisecond); time.Now().Before(stop); {
+		decide()
+	}
+	sort.Slice(admitted, func(i, j int) bool { return admitted[i].Before(admitted[j]) })
+	var st ratelimit.TokenBucketState
+	for i, x := range admitted {
+		var d ratelimit.Decision
+		if st, d = ratelimit.StepTokenBucket(p, st, x.UnixNano(), 1); !d.Allowed {
+			t.Fatalf("admission %d of %d: one token bucket rejects it: admitted more than the policy", i, len(admitted))
 		}
 	}
 	t.Logf("%d admissions, all within one bucket", len(admitted))
