@@ -188,10 +188,12 @@ func TestQueueRetryAfterWhenFull(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	cfg := strings.Replace(queueConfig(up.URL, 2, ""), `admin: ""`, "admin: 127.0.0.1:0", 1)
-	// 4 a second: the two that wait leave 250 and 500 ms after the first,
-	// which gives a loaded machine room to send all three, see the queue
-	// full and send the fourth before a place frees.
-	cfg = strings.Replace(cfg, "limit: 10", "limit: 4", 1)
+	// 1 a second: the two that wait leave 1 and 2 s after the first, which
+	// gives a loaded machine room to send all three, see the queue full
+	// and send the fourth before a place frees. At 4 a second the first
+	// place freed 250ms in, and a scrape or two on a busy machine took
+	// longer than that: the fourth then joined the queue.
+	cfg = strings.Replace(cfg, "limit: 10", "limit: 1", 1)
 	in := start(t, writeConfig(t, cfg))
 	var wg sync.WaitGroup
 	for range 3 {
@@ -202,7 +204,7 @@ func TestQueueRetryAfterWhenFull(t *testing.T) {
 	resp, body := do(t, nil, "GET", in.HTTP+"/", nil, nil)
 	wg.Wait()
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
-		t.Errorf("full queue: got %d Retry-After %q, want 429 with 1 (a place frees within 250ms)", resp.StatusCode, resp.Header.Get("Retry-After"))
+		t.Errorf("full queue: got %d Retry-After %q, want 429 with 1 (a place frees within 1s)", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	if rl := resp.Header.Get("RateLimit"); rl != `"shaping";r=0;t=1` {
 		t.Errorf("RateLimit: got %q, body %s", rl, body)
