@@ -83,3 +83,44 @@ func TestLeaseChecksCatchExcess(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSlowestComparesLikeWithLike feeds checkSlowest made-up answer
+// times: ten times as many limited answers as free ones may have a few
+// slower than the slowest free one, as chance gives a larger sample, but
+// not a slowdown shared by many, nor one far past what the machine took.
+func TestCheckSlowestComparesLikeWithLike(t *testing.T) {
+	t.Parallel()
+	t0 := time.Now()
+	took := func(d ...time.Duration) []shot {
+		out := make([]shot, len(d))
+		for i := range d {
+			out[i] = shot{start: t0, end: t0.Add(d[i])}
+		}
+		return out
+	}
+	many := func(n int, d time.Duration, more ...time.Duration) []time.Duration {
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = d
+		}
+		return append(out, more...)
+	}
+	const ms = time.Millisecond
+	free := took(many(10, 100*ms, 1000*ms)...) // 11 free, the slowest 1s
+	for _, tc := range []struct {
+		name  string
+		shots []time.Duration
+		fails bool
+	}{
+		{"as fast as free", many(110, 100*ms, 1000*ms), false},
+		{"a few past free by chance", many(100, 100*ms, 1800*ms, 2000*ms, 2200*ms), false},
+		{"a tenth slower than free allows", many(99, 100*ms, many(11, 1600*ms)...), true},
+		{"one far past free", many(109, 100*ms, 3600*ms), true},
+	} {
+		var r recorder
+		checkSlowest(&r, took(tc.shots...), free, 500*ms)
+		if got := len(r.errs) > 0; got != tc.fails {
+			t.Errorf("%s: got failure %v (%q), want %v", tc.name, got, r.errs, tc.fails)
+		}
+	}
+}
