@@ -19,8 +19,8 @@ import (
 // would; in outage 2 A's fallback must not still refuse alice.
 func TestFallbackBlockCopyDroppedWhenRedisAnswers(t *testing.T) {
 	srv := redistest.Start(t)
-	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
-	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
+	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
 	r := []ratelimit.Request{{Policy: p, Key: "alice"}}
 	ctx := context.Background()
@@ -70,8 +70,8 @@ func TestFallbackBlockCopyDroppedWhenRedisAnswers(t *testing.T) {
 // meanwhile holds at the next outage.
 func TestFallbackBlockCopyDroppedWithoutSeeingKey(t *testing.T) {
 	srv := redistest.Start(t)
-	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
-	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
+	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
 	alice := []ratelimit.Request{{Policy: p, Key: "alice"}}
 	bob := []ratelimit.Request{{Policy: p, Key: "bob"}}
@@ -114,8 +114,8 @@ func TestFallbackBlockCopyDroppedWithoutSeeingKey(t *testing.T) {
 // stale block to A's fallback.
 func TestResetOnOtherInstanceLiftsBlockOnceSeen(t *testing.T) {
 	srv := redistest.Start(t)
-	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
-	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
+	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
 	r := []ratelimit.Request{{Policy: p, Key: "alice"}}
 	ctx := context.Background()

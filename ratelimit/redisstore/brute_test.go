@@ -159,7 +159,7 @@ func TestWaitInFallback(t *testing.T) {
 // whole limit again.
 func TestFallbackKeepsRedisBlock(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
 	r := []ratelimit.Request{{Policy: p, Key: "alice"}}
 	other := []ratelimit.Request{{Policy: p, Key: "bob"}}

@@ -16,7 +16,7 @@ import (
 // missed its timeout), handOver blocks it again for the rest of the hour.
 func TestResetLiftsFallbackBlock(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
 	r := []ratelimit.Request{{Policy: p, Key: "alice"}}
 	ctx := context.Background()
@@ -52,7 +52,7 @@ func TestResetLiftsFallbackBlock(t *testing.T) {
 // again.
 func TestFallbackKeepsRedisBlockBesideLease(t *testing.T) {
 	srv := redistest.Start(t)
-	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: faultTimeout})
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
 	api := ratelimit.MustPolicy(ratelimit.Policy{Name: "per-ip", Algorithm: ratelimit.FixedWindow, Limit: 1000, Window: time.Minute, Sync: ratelimit.SyncLease})
 	login := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
 	r := []ratelimit.Request{{Policy: api, Key: "10.0.0.1"}, {Policy: login, Key: "alice"}}
