@@ -276,7 +276,9 @@ func waitMetric(t *testing.T, admin, name string, want float64) {
 func TestShutdownDrainsInFlight(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
+	arrived := make(chan struct{}, 1)
 	up.Handle = func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
 		time.Sleep(500 * time.Millisecond)
 		w.Write([]byte("done"))
 	}
@@ -290,7 +292,13 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 		}
 		code = resp.StatusCode
 	})
-	time.Sleep(100 * time.Millisecond)
+	// In flight once the upstream has it: a fixed pause let a loaded
+	// machine signal before sluice had the request.
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request did not reach the upstream within 10s")
+	}
 	in.Signal(syscall.SIGTERM)
 	wg.Wait()
 	<-in.exited
