@@ -264,15 +264,27 @@ func TestBruteForceConcurrentGuesses(t *testing.T) {
 func TestBruteForceClientGoneKeepsUnit(t *testing.T) {
 	bruteStores(t, func(t *testing.T, store string) {
 		up := newUpstream(t)
+		arrived := make(chan struct{}, 1)
 		up.Handle = func(w http.ResponseWriter, r *http.Request) {
 			if strings.Contains(r.Header.Get("X-Slow"), "1") {
+				arrived <- struct{}{}
 				time.Sleep(500 * time.Millisecond)
 			}
 			w.WriteHeader(http.StatusOK)
 		}
 		in := start(t, writeConfig(t, loginConfig(store, up.URL, "")))
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		// The client gives up once the upstream has the request, so the
+		// unit is certainly taken: a fixed 100ms let a loaded machine
+		// give up before sluice had decided it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
+		go func() {
+			select {
+			case <-arrived:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		req, _ := http.NewRequestWithContext(ctx, "POST", in.HTTP+"/login", strings.NewReader(`{"username":"dave"}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Slow", "1")
