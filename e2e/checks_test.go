@@ -123,4 +123,21 @@ func TestCheckSlowestComparesLikeWithLike(t *testing.T) {
 			t.Errorf("%s: got failure %v (%q), want %v", tc.name, got, r.errs, tc.fails)
 		}
 	}
+	// A machine so busy that a free answer took 2s: the margin is half
+	// of that, 1s.
+	busy := took(many(10, 400*ms, 2000*ms)...)
+	for _, tc := range []struct {
+		name  string
+		shots []time.Duration
+		fails bool
+	}{
+		{"busy: a tenth within half of free past it", many(99, 400*ms, many(11, 2800*ms)...), false},
+		{"busy: a tenth more than half of free past it", many(99, 400*ms, many(11, 3200*ms)...), true},
+	} {
+		var r recorder
+		checkSlowest(&r, took(tc.shots...), busy, 500*ms)
+		if got := len(r.errs) > 0; got != tc.fails {
+			t.Errorf("%s: got failure %v (%q), want %v", tc.name, got, r.errs, tc.fails)
+		}
+	}
 }

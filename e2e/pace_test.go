@@ -198,7 +198,9 @@ func checkAnswers(t *testing.T, shots []shot, bound time.Duration) (ok, rejected
 // with k times as many, their k-th slowest. A slowdown that is the store's
 // own (a wait past its timeout, a retry) hits every request it is in and
 // moves that rank; a few slow ones above it are also bounded: every answer
-// within three times free's slowest, plus margin.
+// within three times free's slowest, plus margin. On a machine so busy that
+// a free answer takes seconds, two samples of its waits differ by more
+// than a fixed margin: the margin is then half free's slowest.
 func checkSlowest(t reporter, shots, free []shot, margin time.Duration) {
 	t.Helper()
 	if len(shots) == 0 || len(free) == 0 {
@@ -214,6 +216,7 @@ func checkSlowest(t reporter, shots, free []shot, margin time.Duration) {
 	for _, s := range free {
 		slowestFree = max(slowestFree, s.end.Sub(s.start))
 	}
+	margin = max(margin, slowestFree/2)
 	k := max(len(shots)/len(free), 1)
 	if got, bound := took[k-1], slowestFree+margin; got > bound {
 		t.Errorf("answer %d of %d by time taken took %s, want within %s (%d without a limit, the slowest %s)", k, len(shots), got, bound, len(free), slowestFree)
