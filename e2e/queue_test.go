@@ -188,26 +188,37 @@ func TestQueueRetryAfterWhenFull(t *testing.T) {
 	t.Parallel()
 	up := newUpstream(t)
 	cfg := strings.Replace(queueConfig(up.URL, 2, ""), `admin: ""`, "admin: 127.0.0.1:0", 1)
-	// 1 a second: the two that wait leave 1 and 2 s after the first, which
-	// gives a loaded machine room to send all three, see the queue full
-	// and send the fourth before a place frees. At 4 a second the first
-	// place freed 250ms in, and a scrape or two on a busy machine took
-	// longer than that: the fourth then joined the queue.
+	// 1 per 2s: the two that wait leave 2 and 4 s after the first. The
+	// queue is full from the third's arrival until the first waiter
+	// leaves, which gives a loaded machine room to send all three, see
+	// the queue full and send the fourth. (At 4 a second the first place
+	// freed 250ms in, and a scrape or two on a busy machine took longer
+	// than that: the fourth then joined the queue.)
 	cfg = strings.Replace(cfg, "limit: 10", "limit: 1", 1)
+	cfg = strings.Replace(cfg, "window: 1s", "window: 2s", 1)
 	in := start(t, writeConfig(t, cfg))
 	var wg sync.WaitGroup
+	sent := time.Now()
 	for range 3 {
 		wg.Go(func() { do(t, nil, "GET", in.HTTP+"/", nil, nil) })
 	}
 	// One left at once; the queue is full once two wait.
 	waitMetric(t, in.Admin, `sluice_ratelimit_queue_depth{policy="shaping"}`, 2)
 	resp, body := do(t, nil, "GET", in.HTTP+"/", nil, nil)
+	// The first decision came after sent and the fourth before now, so
+	// the first waiter, who leaves 2s after the first decision, frees a
+	// place after 2s - elapsed and within 2s of the fourth's decision:
+	// Retry-After, in whole seconds rounded up, lies between. With the
+	// fourth decided within a second of the first, it is exactly 2.
+	elapsed := time.Since(sent)
 	wg.Wait()
-	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
-		t.Errorf("full queue: got %d Retry-After %q, want 429 with 1 (a place frees within 1s)", resp.StatusCode, resp.Header.Get("Retry-After"))
+	least := max(int((2*time.Second-elapsed+time.Second-1)/time.Second), 1)
+	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if resp.StatusCode != 429 || err != nil || ra < least || ra > 2 {
+		t.Errorf("full queue: got %d Retry-After %q, want 429 with %d to 2 (a place frees within 2s, the fourth came %s after the first was sent)", resp.StatusCode, resp.Header.Get("Retry-After"), least, elapsed.Round(time.Millisecond))
 	}
-	if rl := resp.Header.Get("RateLimit"); rl != `"shaping";r=0;t=1` {
-		t.Errorf("RateLimit: got %q, body %s", rl, body)
+	if rl, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"shaping";r=0;t=%d`, ra); rl != want {
+		t.Errorf("RateLimit: got %q, want %q, body %s", rl, want, body)
 	}
 }
 
