@@ -51,7 +51,16 @@ run 'sluice <command> -h' for a command's flags
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	stop, err := startProfile(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+		os.Exit(1)
+	}
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice:", err)
+	}
+	os.Exit(code)
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
