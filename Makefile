@@ -1,7 +1,7 @@
 # Targets a developer and CI use. `make test` is the whole suite.
 GO ?= go
 
-.PHONY: test build bench bench-load bench-lease lint soak
+.PHONY: test build bench bench-load bench-lease lint soak pgo
 
 # test installs redis-server when it is missing, then runs every test with
 # the race detector; SLUICE_REQUIRE_REDIS=1 makes a missing Redis a failure,
@@ -44,6 +44,15 @@ bench:
 # sluice built at each git revision REV to the same run.
 bench-load:
 	./bench/load/run.sh
+
+# pgo refreshes cmd/sluice/default.pgo, the CPU profile that every go build
+# of sluice is optimised with (profile-guided optimisation): bench-load's
+# three sluice targets, 20 seconds each, profiled by sluice itself
+# (SLUICE_CPU_PROFILE). Commit the new file with the figures of a
+# bench-load run.
+pgo:
+	PROFILE=bench/load/out/cpu.pgo ./bench/load/run.sh -only 'sluice, ' -rounds 1 -d 20s
+	cp bench/load/out/cpu.pgo cmd/sluice/default.pgo
 
 # bench-lease measures the p50 and p99 of a proxied request whose limit is
 # in the memory store, in Redis per request, and in Redis with sync: lease,

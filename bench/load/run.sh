@@ -3,8 +3,9 @@
 # from Debian when they are missing, builds sluice, the bare Go proxy and
 # the upstream into bench/load/out/bin, and runs every target once
 # (bench/load/runner). BEFORE="REV ..." also builds sluice at each git
-# revision REV and measures it in the same run. Extra arguments go to the runner
-# (e.g. -d 4s, -only nginx).
+# revision REV and measures it in the same run. PROFILE=FILE has sluice
+# write a CPU profile of its run to FILE (make pgo). Extra arguments go to
+# the runner (e.g. -d 4s, -only nginx).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=bench/load/out
@@ -43,4 +44,4 @@ for rev in ${BEFORE:-}; do
   rm -rf "$src"
   others="${others:+$others,}$rev=$out/bin/sluice-$rev"
 done
-exec "$out/bin/runner" -out "$out" -bin "$out/bin" -others "$others" "$@"
+exec "$out/bin/runner" -out "$out" -bin "$out/bin" -others "$others" ${PROFILE:+-profile "$PROFILE"} "$@"

@@ -39,6 +39,7 @@ var (
 	conns    = flag.Int("c", 64, "wrk connections")
 	rounds   = flag.Int("rounds", 3, "split each target's measurement into this many interleaved rounds")
 	only     = flag.String("only", "", "measure only the targets whose name contains this")
+	profile  = flag.String("profile", "", "have sluice write a CPU profile of its run to `FILE` (make pgo)")
 )
 
 // clockTick is USER_HZ, the unit of utime and stime in /proc/PID/stat; it
@@ -92,13 +93,16 @@ func main() {
 			p.Wait()
 		}
 	}()
-	startProc := func(name string, logFile string, args ...string) *exec.Cmd {
+	startProc := func(name string, logFile string, env []string, args ...string) *exec.Cmd {
 		f, err := os.Create(filepath.Join(dir, logFile))
 		if err != nil {
 			log.Fatal(err)
 		}
 		cmd := exec.Command(name, args...)
 		cmd.Stdout, cmd.Stderr = f, f
+		if env != nil {
+			cmd.Env = append(os.Environ(), env...)
+		}
 		if err := cmd.Start(); err != nil {
 			log.Fatalf("starting %s: %v", name, err)
 		}
@@ -107,19 +111,19 @@ func main() {
 	}
 
 	upAddr := benchnet.FreeAddr()
-	upstream := startProc(filepath.Join(bindir, "upstream"), "upstream.log", "-addr", upAddr)
+	upstream := startProc(filepath.Join(bindir, "upstream"), "upstream.log", nil, "-addr", upAddr)
 	bareAddr := benchnet.FreeAddr()
-	bare := startProc(filepath.Join(bindir, "bareproxy"), "bareproxy.log", "-addr", bareAddr, "-upstream", "http://"+upAddr, "-rate", "1000000", "-burst", "1000000")
+	bare := startProc(filepath.Join(bindir, "bareproxy"), "bareproxy.log", nil, "-addr", bareAddr, "-upstream", "http://"+upAddr, "-rate", "1000000", "-burst", "1000000")
 
 	targets := []target{
 		{name: "upstream alone", url: "http://" + upAddr + "/", pid: pids(upstream)},
 		{name: "bare Go proxy, limit never rejects", url: "http://" + bareAddr + "/", pid: pids(bare)},
 	}
-	sluiceTargets := func(name, binary string) []target {
+	sluiceTargets := func(name, binary string, env []string) []target {
 		addr, admin := benchnet.FreeAddr(), benchnet.FreeAddr()
 		cfg := filepath.Join(dir, name+".yaml")
 		writeFile(cfg, fmt.Sprintf(sluiceConfig, addr, admin, "http://"+upAddr))
-		p := startProc(binary, name+".log", "run", "-config", cfg)
+		p := startProc(binary, name+".log", env, "run", "-config", cfg)
 		benchnet.WaitUp("http://" + admin + "/healthz")
 		return []target{
 			{name: name + ", no limit", url: "http://" + addr + "/open", pid: pids(p)},
@@ -127,13 +131,18 @@ func main() {
 			{name: name + ", 429 every request", url: "http://" + addr + "/reject", pid: pids(p), reject: true},
 		}
 	}
-	targets = append(targets, sluiceTargets("sluice", filepath.Join(bindir, "sluice"))...)
+	// The profile is written when sluice exits, as the run ends.
+	var env []string
+	if *profile != "" {
+		env = []string{"SLUICE_CPU_PROFILE=" + abs(*profile)}
+	}
+	targets = append(targets, sluiceTargets("sluice", filepath.Join(bindir, "sluice"), env)...)
 	// The floor under the 429 path: net/http answering with the bytes of
 	// one of sluice's own 429s, and doing nothing else.
 	answerFile := filepath.Join(dir, "answer-429.json")
 	record429(targets[len(targets)-1].url, answerFile)
 	floorAddr := benchnet.FreeAddr()
-	floor := startProc(filepath.Join(bindir, "upstream"), "upstream-429.log", "-addr", floorAddr, "-answer", answerFile)
+	floor := startProc(filepath.Join(bindir, "upstream"), "upstream-429.log", nil, "-addr", floorAddr, "-answer", answerFile)
 	targets = append(targets, target{name: floor429, url: "http://" + floorAddr + "/reject", pid: pids(floor), reject: true})
 	var labels []string
 	for _, o := range strings.Split(*others, ",") {
@@ -142,7 +151,7 @@ func main() {
 			continue
 		}
 		labels = append(labels, label)
-		targets = append(targets, sluiceTargets("sluice "+label, abs(binary))...)
+		targets = append(targets, sluiceTargets("sluice "+label, abs(binary), nil)...)
 	}
 
 	nginxAddr := benchnet.FreeAddr()
@@ -154,7 +163,7 @@ func main() {
 	}
 	ncfg := filepath.Join(ndir, "nginx.conf")
 	writeFile(ncfg, fmt.Sprintf(nginxConfig, upAddr, nginxAddr))
-	nginx := startProc("nginx", "nginx.log", "-p", ndir+"/", "-c", ncfg, "-e", filepath.Join(ndir, "logs/error.log"))
+	nginx := startProc("nginx", "nginx.log", nil, "-p", ndir+"/", "-c", ncfg, "-e", filepath.Join(ndir, "logs/error.log"))
 	targets = append(targets,
 		target{name: "nginx, limit_req never rejects", url: "http://" + nginxAddr + "/limited", pid: withChildren(nginx)},
 		target{name: "nginx, limit_req 429 every request", url: "http://" + nginxAddr + "/reject", pid: withChildren(nginx), reject: true},
