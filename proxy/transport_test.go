@@ -282,21 +282,7 @@ func TestTransportRetriesOnceOnANewConnection(t *testing.T) {
 	tr := newTestTransport()
 	defer tr.CloseIdleConnections()
 	const idle = 8
-	var resps []*http.Response
-	for range idle {
-		// Each answer is held unread, so that the next request needs a
-		// connection of its own.
-		req, _ := http.NewRequest("GET", up.url()+"/", nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resps = append(resps, resp)
-	}
-	for _, resp := range resps {
-		io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
+	fillPool(t, tr, up.url()+"/", idle)
 	req, _ := http.NewRequest("GET", up.url()+"/drop", nil)
 	if _, err := tr.RoundTrip(req); err == nil {
 		t.Fatal("got an answer from an upstream that gave none")
@@ -539,19 +525,7 @@ func TestTransportMaxIdlePerHost(t *testing.T) {
 	tr := newTestTransport()
 	defer tr.CloseIdleConnections()
 	tr.maxIdlePerHost = 2
-	var resps []*http.Response
-	for range 4 {
-		req, _ := http.NewRequest("GET", up.url()+"/", nil)
-		resp, err := tr.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resps = append(resps, resp)
-	}
-	for _, resp := range resps {
-		io.ReadAll(resp.Body)
-		resp.Body.Close()
-	}
+	fillPool(t, tr, up.url()+"/", 4)
 	tr.mu.Lock()
 	n := len(tr.idle[up.ln.Addr().String()])
 	tr.mu.Unlock()
@@ -691,5 +665,26 @@ func TestGatewayUnaskedSwitchIsBadGateway(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || string(b) != "ok" {
 		t.Fatalf("next request: got %d %q, want 200 ok", resp.StatusCode, b)
+	}
+}
+
+// fillPool has tr open n connections to url, one a request: each answer
+// is held unread until all have come, so that the next request needs a
+// connection of its own; then all are read, and their connections go back
+// to the pool as it keeps them.
+func fillPool(t *testing.T, tr *Transport, url string, n int) {
+	t.Helper()
+	var resps []*http.Response
+	for range n {
+		req, _ := http.NewRequest("GET", url, nil)
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resps = append(resps, resp)
+	}
+	for _, resp := range resps {
+		io.ReadAll(resp.Body)
+		resp.Body.Close()
 	}
 }

@@ -324,25 +324,7 @@ func TestLeaseSteadyTrafficCost(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%d per second", a, rate), func(t *testing.T) {
 				f := newLeaseFleet(t, srv, 2)
 				r := ratelimit.Request{Policy: leasePolicy(t, fmt.Sprintf("steady-%v-%d", a, rate), a, 100_000, time.Minute), Key: "k"}
-				t0 := time.Unix(1_700_000_000, 0)
-				step := time.Second / time.Duration(rate)
-				const seconds = 60
-				before := f.trips.Load()
-				requests := 0
-				for i := range seconds * rate {
-					for j, s := range f.stores {
-						// The instances interleave, half a step apart.
-						now := t0.Add(time.Duration(i)*step + time.Duration(j)*step/2)
-						if !decide1(t, s, now, r)[0].Allowed {
-							t.Fatalf("request %d on instance %d rejected far below the limit", i, j)
-						}
-						requests++
-					}
-				}
-				for _, s := range f.stores {
-					s.refills.Wait()
-				}
-				trips := f.trips.Load() - before
+				trips, requests := steadyTraffic(t, f, r, rate, 60)
 				t.Logf("%d Redis calls for %d requests", trips, requests)
 				if trips*5 > int64(requests) {
 					t.Errorf("got %d Redis calls for %d requests, want at most a fifth", trips, requests)
@@ -364,24 +346,8 @@ func TestLeaseSteadyTrafficCostShortWindow(t *testing.T) {
 		for _, rate := range []int{12, 15} {
 			t.Run(fmt.Sprintf("%v/%d per second", a, rate), func(t *testing.T) {
 				r := ratelimit.Request{Policy: leasePolicy(t, fmt.Sprintf("short-%v-%d", a, rate), a, 100_000, time.Second), Key: "k"}
-				t0 := time.Unix(1_700_000_000, 0)
-				step := time.Second / time.Duration(rate)
 				const seconds = 60
-				before := f.trips.Load()
-				requests := 0
-				for i := range seconds * rate {
-					for j, s := range f.stores {
-						now := t0.Add(time.Duration(i)*step + time.Duration(j)*step/2)
-						if !decide1(t, s, now, r)[0].Allowed {
-							t.Fatalf("request %d on instance %d rejected far below the limit", i, j)
-						}
-						requests++
-					}
-				}
-				for _, s := range f.stores {
-					s.refills.Wait()
-				}
-				trips := f.trips.Load() - before
+				trips, requests := steadyTraffic(t, f, r, rate, seconds)
 				beats := int64(seconds * len(f.stores))
 				t.Logf("%d lease calls and %d heartbeats for %d requests", trips, beats, requests)
 				if (trips+beats)*5 > int64(requests) {
@@ -390,4 +356,28 @@ func TestLeaseSteadyTrafficCostShortWindow(t *testing.T) {
 			})
 		}
 	}
+}
+
+// steadyTraffic sends r to every instance of f at rate requests a second
+// each for seconds, on a virtual clock, the instances interleaved half a
+// step apart, all admitted; it returns the Redis calls the lease made and
+// the requests sent.
+func steadyTraffic(t *testing.T, f *leaseFleet, r ratelimit.Request, rate, seconds int) (trips int64, requests int) {
+	t.Helper()
+	t0 := time.Unix(1_700_000_000, 0)
+	step := time.Second / time.Duration(rate)
+	before := f.trips.Load()
+	for i := range seconds * rate {
+		for j, s := range f.stores {
+			now := t0.Add(time.Duration(i)*step + time.Duration(j)*step/2)
+			if !decide1(t, s, now, r)[0].Allowed {
+				t.Fatalf("request %d on instance %d rejected far below the limit", i, j)
+			}
+			requests++
+		}
+	}
+	for _, s := range f.stores {
+		s.refills.Wait()
+	}
+	return f.trips.Load() - before, requests
 }
