@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -42,6 +43,14 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 		return netip.Addr{}, false, err
 	}
 	r.Method = m
+	if r.ProtoMajor == 2 && m != http.MethodConnect && (r.URL.Scheme != "" || r.URL.Host != "") {
+		// HTTP/2's :path is a path (RFC 9113 §8.3.1), but net/http takes
+		// an absolute URI there too and leaves Host to :authority, or
+		// empty: routes would match the URI's host while header:Host
+		// keys, X-Forwarded-Host and the upstream had another, or none.
+		// (A CONNECT's URL holds its :authority; it is answered 501.)
+		return netip.Addr{}, false, errAbsolutePath
+	}
 	if err := canonicalPath(r.URL); err != nil {
 		return netip.Addr{}, false, err
 	}
@@ -82,11 +91,18 @@ func (t Trust) reresolve(r *http.Request, wasTrusted bool) (netip.Addr, bool) {
 	return client, true
 }
 
+// errAbsolutePath answers an HTTP/2 request whose :path is an absolute
+// URI.
+var errAbsolutePath = errors.New(":path must be a path, not an absolute URI")
+
 // canonicalPath rewrites u's path to its canonical form.
 func canonicalPath(u *url.URL) error {
-	if u.Opaque != "" {
+	if u.Opaque != "" || u.Path == "*" {
 		// "GET a:b HTTP/1.1" names no path; the upstream could read it
-		// as one the routes never saw.
+		// as one the routes never saw. Nor does "*", which only OPTIONS
+		// may use and net/http answers itself: any other method's "*"
+		// reached the handler, matched no path_prefix, and went to the
+		// upstream as "/%2A", a path the routes never saw.
 		return routes.ErrNotAbsolute
 	}
 	esc := u.EscapedPath()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"fmt"
@@ -195,6 +196,102 @@ func TestH2MethodNotTokenIs400(t *testing.T) {
 		a := h2Do(t, srv.Listener.Addr().String(), h2Stream{fields: h2Req(m, "/")})
 		if a.status != http.StatusBadRequest {
 			t.Errorf(":method %q: got %d %s; want 400, as HTTP/1 gets", m, a.status, a.body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits != 0 {
+		t.Errorf("the upstream got %d requests, want none", hits)
+	}
+}
+
+// TestH2AbsolutePathIs400: HTTP/2's :path holds a path (RFC 9113
+// §8.3.1), but net/http's server also takes an absolute URI there and
+// leaves Host to :authority, or to nothing when neither :authority nor a
+// Host field is sent. Routes then matched the URI's host while
+// header:Host keys and X-Forwarded-Host had the empty host: a request
+// for api.example.com without :authority matched api.example.com's
+// route but was counted in a bucket of its own, shared by no one else,
+// and the upstream read no host at all. With :authority present, the
+// URI names a second host the gateway ignores. Such a request is
+// answered 400, never forwarded.
+func TestH2AbsolutePathIs400(t *testing.T) {
+	t.Parallel()
+	var hits int
+	var mu sync.Mutex
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	srv := newTLSGateway(t, fmt.Sprintf(`
+routes:
+  - name: tenant
+    match: {host: api.example.com}
+    upstream: %s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [header:Host]}
+`, up.URL))
+	addr := srv.Listener.Addr().String()
+	if a := h2Do(t, addr, h2Stream{fields: h2Req("GET", "/v1/otp")}); a.status != 404 {
+		t.Fatalf("the route's own host: got %d, want 404 (acme.example.com is not api.example.com)", a.status)
+	}
+	ok := [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.com"}, {":path", "/v1/otp"}}
+	if a := h2Do(t, addr, h2Stream{fields: ok}); a.status != 200 {
+		t.Fatalf("spends the bucket: got %d, want 200", a.status)
+	}
+	for _, f := range [][][2]string{
+		{{":method", "GET"}, {":scheme", "https"}, {":path", "https://api.example.com/v1/otp"}},
+		{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.com"}, {":path", "https://other.example.com/v1/otp"}},
+		{{":method", "GET"}, {":scheme", "https"}, {":authority", "other.example.com"}, {":path", "https://api.example.com/v1/otp"}},
+	} {
+		if a := h2Do(t, addr, h2Stream{fields: f}); a.status != http.StatusBadRequest {
+			t.Errorf("%q: got %d %s, want 400", f, a.status, a.body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if hits != 1 {
+		t.Errorf("the upstream got %d requests, want 1", hits)
+	}
+}
+
+// TestAsteriskTargetOnlyForOptions: "*" names no resource (RFC 9112
+// §3.2.4, RFC 9113 §8.3.1) and only OPTIONS may use it; net/http answers
+// OPTIONS * itself but hands any other method's "*" to the handler.
+// Routes and path keys saw "*", which no path_prefix matches, while the
+// upstream got "/%2A", a path the routes never saw. It is answered 400,
+// over HTTP/2 and HTTP/1 alike.
+func TestAsteriskTargetOnlyForOptions(t *testing.T) {
+	t.Parallel()
+	var hits int
+	var mu sync.Mutex
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits++
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	srv := newTLSGateway(t, fmt.Sprintf("routes:\n  - name: all\n    upstream: %s\n", up.URL))
+	addr := srv.Listener.Addr().String()
+	for _, m := range []string{"GET", "POST"} {
+		if a := h2Do(t, addr, h2Stream{fields: h2Req(m, "*")}); a.status != http.StatusBadRequest {
+			t.Errorf("HTTP/2 %s *: got %d %s, want 400", m, a.status, a.body)
+		}
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "%s * HTTP/1.1\r\nHost: acme.example.com\r\nContent-Length: 0\r\n\r\n", m)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("HTTP/1.1 %s *: got %d, want 400", m, resp.StatusCode)
 		}
 	}
 	mu.Lock()
