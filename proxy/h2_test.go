@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,14 +184,7 @@ routes:
 // could send.
 func TestH2MethodNotTokenIs400(t *testing.T) {
 	t.Parallel()
-	var hits int
-	var mu sync.Mutex
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits++
-		mu.Unlock()
-	}))
-	t.Cleanup(up.Close)
+	up, hits := countingUpstream(t)
 	srv := newTLSGateway(t, fmt.Sprintf("routes:\n  - name: all\n    upstream: %s\n", up.URL))
 	for _, m := range []string{"G(T", "GET\t", "GET /admin HTTP/1.1"} {
 		a := h2Do(t, srv.Listener.Addr().String(), h2Stream{fields: h2Req(m, "/")})
@@ -198,10 +192,8 @@ func TestH2MethodNotTokenIs400(t *testing.T) {
 			t.Errorf(":method %q: got %d %s; want 400, as HTTP/1 gets", m, a.status, a.body)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if hits != 0 {
-		t.Errorf("the upstream got %d requests, want none", hits)
+	if n := hits(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
 	}
 }
 
@@ -217,14 +209,7 @@ func TestH2MethodNotTokenIs400(t *testing.T) {
 // answered 400, never forwarded.
 func TestH2AbsolutePathIs400(t *testing.T) {
 	t.Parallel()
-	var hits int
-	var mu sync.Mutex
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits++
-		mu.Unlock()
-	}))
-	t.Cleanup(up.Close)
+	up, hits := countingUpstream(t)
 	srv := newTLSGateway(t, fmt.Sprintf(`
 routes:
   - name: tenant
@@ -250,10 +235,8 @@ routes:
 			t.Errorf("%q: got %d %s, want 400", f, a.status, a.body)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if hits != 1 {
-		t.Errorf("the upstream got %d requests, want 1", hits)
+	if n := hits(); n != 1 {
+		t.Errorf("the upstream got %d requests, want 1", n)
 	}
 }
 
@@ -265,14 +248,7 @@ routes:
 // over HTTP/2 and HTTP/1 alike.
 func TestAsteriskTargetOnlyForOptions(t *testing.T) {
 	t.Parallel()
-	var hits int
-	var mu sync.Mutex
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		hits++
-		mu.Unlock()
-	}))
-	t.Cleanup(up.Close)
+	up, hits := countingUpstream(t)
 	srv := newTLSGateway(t, fmt.Sprintf("routes:\n  - name: all\n    upstream: %s\n", up.URL))
 	addr := srv.Listener.Addr().String()
 	for _, m := range []string{"GET", "POST"} {
@@ -294,9 +270,19 @@ func TestAsteriskTargetOnlyForOptions(t *testing.T) {
 			t.Errorf("HTTP/1.1 %s *: got %d, want 400", m, resp.StatusCode)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if hits != 0 {
-		t.Errorf("the upstream got %d requests, want none", hits)
+	if n := hits(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
 	}
+}
+
+// countingUpstream is an upstream that answers 200 to every request, and
+// hits the number it has had.
+func countingUpstream(t *testing.T) (up *httptest.Server, hits func() int64) {
+	t.Helper()
+	var n atomic.Int64
+	up = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+	}))
+	t.Cleanup(up.Close)
+	return up, n.Load
 }
