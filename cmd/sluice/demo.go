@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,15 +17,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	listen := fs.String("listen", "127.0.0.1:8080", "gateway `address`")
 	adminAddr := fs.String("admin", "127.0.0.1:9091", "admin `address` (\"\" turns it off)")
 	level := fs.String("log-level", "warn", "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice demo: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if err := parseAll(fs, args, stderr); err != nil {
+		return exitFor(err, 2)
 	}
 	log, err := newLogger(*level, stderr)
 	if err != nil {

@@ -95,27 +95,36 @@ func run(args []string, stdout, stderr io.Writer) int {
 func runVersion(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice version: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if err := parseAll(fs, args, stderr); err != nil {
+		return exitFor(err, 2)
 	}
 	fmt.Fprintf(stdout, "sluice %s\n", versionString())
 	return 0
 }
 
 // exitFor is the exit code of a command whose flags ended it: 0 when
-// help was asked for, else usage, the command's code for a usage error.
+// help was asked for (err nil or flag.ErrHelp), else usage, the command's
+// code for a usage error.
 func exitFor(err error, usage int) int {
-	if err == nil {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	return usage
+}
+
+// parseAll parses args into fs, the flags of a command that takes no
+// other arguments. It returns nil when the command may go on, else
+// flag.ErrHelp when help was asked for, or an error already explained on
+// stderr.
+func parseAll(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return errors.New("unexpected argument")
+	}
+	return nil
 }
 
 func versionString() string {
@@ -142,23 +151,16 @@ type commonFlags struct {
 }
 
 // parseFlags parses the flags of run and validate. When it returns nil
-// the command is over: help was asked for (err nil) or the flags were
-// wrong (err set, already explained on stderr).
+// the command is over: help was asked for (flag.ErrHelp) or the flags
+// were wrong (err set, already explained on stderr); exitFor tells which.
 func parseFlags(name string, args []string, stderr io.Writer) (*commonFlags, error) {
 	fs := flag.NewFlagSet("sluice "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	f := &commonFlags{}
 	fs.StringVar(&f.config, "config", "sluice.yaml", "configuration `file`")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil
-		}
+	if err := parseAll(fs, args, stderr); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "sluice %s: unexpected argument %q\n", name, fs.Arg(0))
-		return nil, errors.New("unexpected argument")
 	}
 	return f, nil
 }
