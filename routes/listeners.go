@@ -3,6 +3,7 @@ package routes
 import (
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 )
 
@@ -53,8 +54,10 @@ func sameSocket(a, b string) bool {
 	if errA != nil || errB != nil {
 		return false
 	}
-	p := portNumber(pa)
-	return p != 0 && p == portNumber(pb) && hostsCollide(ha, hb)
+	// checkAddress took both ports: numbers up to 65535.
+	p, _ := strconv.Atoi(pa)
+	q, _ := strconv.Atoi(pb)
+	return p != 0 && p == q && hostsCollide(ha, hb)
 }
 
 func hostsCollide(a, b string) bool {
@@ -75,16 +78,4 @@ func wildcard(host string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.Unmap().IsUnspecified()
-}
-
-// portNumber is the port's value, 0 if it is not a number.
-func portNumber(p string) int {
-	n := 0
-	for _, c := range p {
-		if c < '0' || c > '9' {
-			return 0
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
