@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -287,39 +287,15 @@ func decodeReply(vals []rueidis.RedisMessage, now time.Time, reqs []ratelimit.Re
 // rueidis gave up on the connection, or whose reply is lost, keeps what
 // it took: the bucket is held lower, never higher.
 func (s *Store) execTake(ctx context.Context, c rueidis.Client, keys, args []string, now time.Time, reqs []ratelimit.Request) rueidis.RedisResult {
-	var mu sync.Mutex
-	abandoned := false
-	done := make(chan rueidis.RedisResult, 1)
 	// Like bounded's, the call is not waited for by Close, which ends
 	// bgCtx: it then returns at once.
-	go func() {
+	return await(ctx, func() rueidis.RedisResult {
 		lctx, cancel := context.WithTimeout(s.bgCtx, s.lateWait())
-		r := decideScript.Exec(lctx, c, keys, args)
-		cancel()
-		mu.Lock()
-		late := abandoned
-		if !late {
-			done <- r
-		}
-		mu.Unlock()
-		if late {
-			s.giveBackLate(c, r, keys, args, now, reqs)
-		}
-	}()
-	select {
-	case r := <-done:
-		return r
-	case <-ctx.Done():
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	select {
-	case r := <-done: // answered just in time
-		return r
-	default:
-		abandoned = true
-		return rueidis.NewErrorResult(ctx.Err())
-	}
+		defer cancel()
+		return decideScript.Exec(lctx, c, keys, args)
+	}, func(r rueidis.RedisResult) {
+		s.giveBackLate(c, r, keys, args, now, reqs)
+	}, rueidis.NewErrorResult)
 }
 
 // lateWait is how long a decision's reply is awaited after its caller
@@ -536,17 +512,32 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 // arguments are built per call), and its reply, if any, is dropped like
 // any reply that comes after ctx.
 func bounded(ctx context.Context, do func() rueidis.RedisResult) rueidis.RedisResult {
-	done := make(chan rueidis.RedisResult, 1)
-	go func() { done <- do() }()
+	return await(ctx, do, nil, rueidis.NewErrorResult)
+}
+
+// await runs do in a goroutine of its own and returns its result, or,
+// once ctx ends first, failed(ctx.Err()). The result of a call the caller
+// stopped waiting for goes to late when it comes (when late is not nil);
+// a result that comes as ctx ends goes to exactly one of them.
+func await[T any](ctx context.Context, do func() T, late func(T), failed func(error) T) T {
+	const waiting, answered, abandoned = 0, 1, 2
+	var state atomic.Int32
+	done := make(chan T, 1)
+	go func() {
+		r := do()
+		if state.CompareAndSwap(waiting, answered) {
+			done <- r
+		} else if late != nil {
+			late(r)
+		}
+	}()
 	select {
 	case r := <-done:
 		return r
 	case <-ctx.Done():
-		select {
-		case r := <-done: // answered just in time
-			return r
-		default:
-			return rueidis.NewErrorResult(ctx.Err())
+		if state.CompareAndSwap(waiting, abandoned) {
+			return failed(ctx.Err())
 		}
+		return <-done // answered just in time
 	}
 }

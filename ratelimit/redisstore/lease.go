@@ -896,18 +896,13 @@ func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease)
 
 // boundedMulti is bounded for a pipelined batch of n commands.
 func boundedMulti(ctx context.Context, n int, do func() []rueidis.RedisResult) []rueidis.RedisResult {
-	done := make(chan []rueidis.RedisResult, 1)
-	go func() { done <- do() }()
-	select {
-	case r := <-done:
-		return r
-	case <-ctx.Done():
+	return await(ctx, do, nil, func(err error) []rueidis.RedisResult {
 		out := make([]rueidis.RedisResult, n)
 		for i := range out {
-			out[i] = rueidis.NewErrorResult(ctx.Err())
+			out[i] = rueidis.NewErrorResult(err)
 		}
 		return out
-	}
+	})
 }
 
 // sweepLeases gives back and forgets the leases idle at now (this
