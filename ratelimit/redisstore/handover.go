@@ -228,7 +228,8 @@ func (m *schedules) recordBlocks(prefix string, now time.Time, trip time.Duratio
 		case r.Policy.Block <= 0 || r.Policy.Shadow:
 		case !out[i].Allowed && out[i].RetryAfter > 0:
 			m.record(Key(prefix, r), now.Add(trip+out[i].RetryAfter), now)
-		case out[i].Allowed:
+		case out[i].Allowed && m.pending.Load():
+			// Only when something is noted: the key costs an allocation.
 			m.forget(Key(prefix, r))
 		}
 	}
