@@ -3,6 +3,11 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"net/http"
+	"net/textproto"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // framingInDoubt reports whether the answer head at the start of br frames
@@ -15,9 +20,8 @@ import (
 // leaves no trace of the field it set aside, so the head is read here
 // first, in br's buffer. A head longer than the buffer cannot be, and is
 // in doubt too. Errors are left to http.ReadResponse, which meets them
-// again.
-func framingInDoubt(br *bufio.Reader) bool {
-	var s headScan
+// again. s, which must be zero, is left with what the scan found.
+func framingInDoubt(br *bufio.Reader, s *headScan) bool {
 	for {
 		buf, _ := br.Peek(br.Buffered())
 		if doubt, whole := s.scan(buf); whole {
@@ -41,6 +45,13 @@ func framingInDoubt(br *bufio.Reader) bool {
 type headScan struct {
 	n              int  // bytes of the head read so far: whole lines
 	length, coding bool // Content-Length, Transfer-Encoding seen
+
+	// hop holds the values of the Connection fields, when one of them
+	// says close: http.ReadResponse then drops them all, and with them
+	// the names of the other fields that are for this hop only, which
+	// ReverseProxy would have removed (see dropHopFields).
+	hop      []string
+	hopClose bool
 }
 
 // scan goes on reading the head at the start of b, which holds at least
@@ -76,6 +87,28 @@ func (s *headScan) scan(b []byte) (doubt, whole bool) {
 			s.length = true
 		case equalFoldASCII(name, "transfer-encoding"):
 			s.coding = true
+		case equalFoldASCII(name, "connection"):
+			v := string(line[colon+1:])
+			s.hop = append(s.hop, v)
+			s.hopClose = s.hopClose || httpguts.HeaderValuesContainsToken([]string{v}, "close")
+		}
+	}
+}
+
+// dropHopFields removes from h the fields that the Connection fields
+// of the head s read name, when http.ReadResponse has dropped those
+// Connection fields for saying close (RFC 9110 §7.6.1: a field named in
+// Connection is for this hop only). Where no Connection field says close,
+// ReverseProxy removes them itself.
+func (s *headScan) dropHopFields(h http.Header) {
+	if !s.hopClose {
+		return
+	}
+	for _, v := range s.hop {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = textproto.TrimString(name); name != "" {
+				h.Del(name)
+			}
 		}
 	}
 }

@@ -360,11 +360,13 @@ func (t *Transport) readAnswer(ctx context.Context, c *h1Conn, req *http.Request
 		return nil, stale(c, err)
 	}
 	for n := 0; ; n++ {
-		doubt := framingInDoubt(c.br)
+		var head headScan
+		doubt := framingInDoubt(c.br, &head)
 		resp, err := http.ReadResponse(c.br, req)
 		if err != nil {
 			return nil, err
 		}
+		head.dropHopFields(resp.Header)
 		code := resp.StatusCode
 		if code < 100 || code >= 200 || code == http.StatusSwitchingProtocols {
 			// The connection is closed after an answer whose
