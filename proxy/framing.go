@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/textproto"
 	"strings"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // framingInDoubt reports whether the answer head at the start of br frames
@@ -88,10 +86,26 @@ func (s *headScan) scan(b []byte) (doubt, whole bool) {
 		case equalFoldASCII(name, "transfer-encoding"):
 			s.coding = true
 		case equalFoldASCII(name, "connection"):
-			v := string(line[colon+1:])
-			s.hop = append(s.hop, v)
-			s.hopClose = s.hopClose || httpguts.HeaderValuesContainsToken([]string{v}, "close")
+			s.connection(line[colon+1:])
 		}
+	}
+}
+
+// connection notes a Connection field's value v. Only a value that names
+// a field is kept (a copy), so the usual "keep-alive" or "close" costs no
+// allocation.
+func (s *headScan) connection(v []byte) {
+	names := false
+	for t := range bytes.SplitSeq(v, []byte(",")) {
+		switch t = bytes.TrimSpace(t); {
+		case equalFoldASCII(t, "close"):
+			s.hopClose = true
+		case len(t) > 0 && !equalFoldASCII(t, "keep-alive"):
+			names = true
+		}
+	}
+	if names {
+		s.hop = append(s.hop, string(v))
 	}
 }
 

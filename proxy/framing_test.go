@@ -1,6 +1,9 @@
 package proxy
 
-import "testing"
+import (
+	"net/http"
+	"testing"
+)
 
 func TestHeadScan(t *testing.T) {
 	t.Parallel()
@@ -37,5 +40,41 @@ func TestHeadScan(t *testing.T) {
 		if doubt != tc.doubt || whole != tc.whole {
 			t.Errorf("%s, a byte at a time: got doubt %v, whole %v; want %v, %v", tc.name, doubt, whole, tc.doubt, tc.whole)
 		}
+	}
+}
+
+// TestHeadScanConnection: the scan keeps a Connection value only when it
+// names a field, and dropHopFields removes those fields only when a
+// Connection field says close (http.ReadResponse then drops them all).
+func TestHeadScanConnection(t *testing.T) {
+	for _, tc := range []struct {
+		name, fields string
+		kept         int  // values kept
+		dropped      bool // X-A removed
+	}{
+		{"keep-alive", "Connection: keep-alive\r\n", 0, false},
+		{"close", "Connection: close\r\n", 0, false},
+		{"both", "Connection: Keep-Alive, CLOSE\r\n", 0, false},
+		{"a name, no close", "Connection: X-A\r\n", 1, false},
+		{"a name and close", "Connection: X-A, close\r\n", 1, true},
+		{"apart", "Connection: close\r\nconnection: x-a\r\n", 1, true},
+		{"empty elements", "Connection: , ,close,\r\nConnection: ,X-A\r\n", 1, true},
+	} {
+		var s headScan
+		if _, whole := s.scan([]byte("HTTP/1.1 200 OK\r\n" + tc.fields + "X-A: a\r\n\r\n")); !whole {
+			t.Fatalf("%s: the head was not whole", tc.name)
+		}
+		h := http.Header{"X-A": {"a"}, "X-B": {"b"}}
+		s.dropHopFields(h)
+		if len(s.hop) != tc.kept || (h.Get("X-A") == "") != tc.dropped || h.Get("X-B") != "b" {
+			t.Errorf("%s: kept %q, left %v; want %d kept, X-A dropped %v, X-B left", tc.name, s.hop, h, tc.kept, tc.dropped)
+		}
+	}
+	head := []byte("HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\n")
+	if n := testing.AllocsPerRun(100, func() {
+		var s headScan
+		s.scan(head)
+	}); n != 0 {
+		t.Errorf("scanning a head with Connection: keep-alive: %v allocations, want 0", n)
 	}
 }
