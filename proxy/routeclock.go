@@ -144,6 +144,17 @@ func (c *routeClock) fire(gen uint64) {
 type timedBody struct {
 	io.ReadCloser
 	clock *routeClock
+	// whole is the body under ReadCloser's wrappers (ReverseProxy's
+	// among them) when the gateway holds it whole, or nil.
+	whole *replayBody
+}
+
+// held is that of the body the gateway holds, which is read at once.
+func (b *timedBody) held() (int, bool) {
+	if b.whole == nil {
+		return 0, false
+	}
+	return b.whole.held()
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {

@@ -38,6 +38,7 @@ type exchange struct {
 	upstreamErr   error
 	clientGone    bool
 	body          *clientBody // nil when the request has no body
+	keyBody       *replayBody // the body json: keys read, when they read all of it
 	bodyErr       error       // what the client got wrong sending the body
 	waited        time.Duration
 	decisions     *decisions // pooled; released when the request is finished
@@ -204,6 +205,9 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			lift := ex.body.wholeBy(time.Now().Add(s.cfg.ClientHeaderTimeout))
 			body = readKeyBody(r)
 			lift()
+			if rb, ok := r.Body.(*replayBody); ok && rb.whole > 0 {
+				ex.keyBody = rb
+			}
 			if f := ex.body.failure(); f != nil {
 				refuseBody(w, ex, f)
 				return s, rt, false
@@ -427,7 +431,7 @@ func readKeyBody(r *http.Request) *routes.Body {
 		r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), orig), orig: orig}
 		return routes.NewBody(nil)
 	}
-	r.Body = &replayBody{Reader: bytes.NewReader(buf), orig: orig}
+	r.Body = &replayBody{Reader: bytes.NewReader(buf), orig: orig, whole: len(buf)}
 	return routes.NewBody(buf)
 }
 
@@ -435,6 +439,17 @@ func readKeyBody(r *http.Request) *routes.Body {
 type replayBody struct {
 	io.Reader
 	orig io.ReadCloser
+	// whole is the body's length when all of it was read (the gateway
+	// holds it), or 0.
+	whole int
+}
+
+// held reports the length of the body when the gateway holds all of it
+// and none has been read back yet: the transport may then write it at
+// once (see direct).
+func (b *replayBody) held() (int, bool) {
+	r, ok := b.Reader.(*bytes.Reader)
+	return b.whole, ok && b.whole > 0 && r.Len() == b.whole
 }
 
 func (b *replayBody) Close() error { return b.orig.Close() }

@@ -22,9 +22,11 @@ import (
 // upgrade, going to a plain http:// upstream (a GET, which is most of what a
 // gateway forwards), is written and its answer read on the caller's own
 // goroutine, over an HTTP/1.1 keep-alive connection from the Transport's
-// pool. Every other request goes through the wrapped http.Transport:
-// request bodies, which it writes while the answer may already be coming,
-// upgrades, and https:// upstreams with their HTTP/2.
+// pool; so is a request of any method whose body the gateway holds whole,
+// up to maxDirectBody (the JSON of a login, OTP or token request that json:
+// keys read). Every other request goes through the wrapped http.Transport:
+// other request bodies, which it writes while the answer may already be
+// coming, upgrades, and https:// upstreams with their HTTP/2.
 //
 // The two carry the same bytes: the request is written by Request.Write,
 // which http.Transport also uses, and the answer read by http.ReadResponse.
@@ -136,29 +138,64 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		// The upstream closed a kept-alive connection before it
 		// answered (its keep-alive timeout ran out as the request
-		// went): a GET, HEAD, OPTIONS or TRACE goes again, once, on a
-		// new connection, which is never stale. Not on the next idle
+		// went): a GET, HEAD, OPTIONS or TRACE with no body goes again,
+		// once, on a new connection, which is never stale; any other
+		// request, which the upstream may have had, is not sent again
+		// (resend), as http.Transport does not. Not on the next idle
 		// one, as http.Transport does: an upstream that drops the
 		// connection on this very request (a handler that panics, a
 		// filter that resets) would get it again on every idle
 		// connection in turn, and lose each, for one request the
 		// limits counted once.
+		if !resend(req) {
+			return nil, err
+		}
 		c, err = t.dialConn(ctx, addr)
 	}
 }
 
+// heldBody is a request body the gateway holds whole in memory (one that
+// json: keys read), so that writing it waits on nothing but the
+// connection.
+type heldBody interface {
+	// held reports the body's length, and whether it is all held and
+	// unread.
+	held() (int, bool)
+}
+
+// maxDirectBody is the largest held body the direct path writes. The
+// request is written whole before its answer is read, so the body must
+// fit in what the kernel takes at once even when the upstream reads none
+// of it (an answer before the body, a 401 or 413): the send buffer alone
+// holds 16 KiB on Linux by default. http.Transport, which writes a body
+// while it reads the answer, carries larger ones.
+const maxDirectBody = 8 << 10
+
 // direct reports whether req takes the direct path (see Transport).
 func direct(req *http.Request) bool {
-	if !canPeek || req.URL.Scheme != "http" || req.Close || (req.Body != nil && req.Body != http.NoBody) {
+	if !canPeek || req.URL.Scheme != "http" || req.Close {
 		return false
 	}
-	switch req.Method {
-	// The methods http.Transport sends again on a stale connection
-	// (Request.isReplayable): the direct path sends each again too, if
-	// only once (see RoundTrip).
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-	default:
-		return false
+	if req.Body != nil && req.Body != http.NoBody {
+		// A body the gateway holds, of the length the request says,
+		// with nothing to wait for before it is sent.
+		h, ok := req.Body.(heldBody)
+		if !ok {
+			return false
+		}
+		n, whole := h.held()
+		if !whole || n > maxDirectBody || int64(n) != req.ContentLength || len(req.TransferEncoding) > 0 || req.Trailer != nil {
+			return false
+		}
+		if _, ok := req.Header["Expect"]; ok {
+			return false
+		}
+	} else {
+		switch req.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		default:
+			return false
+		}
 	}
 	if _, ok := req.Header["Upgrade"]; ok {
 		return false
@@ -176,6 +213,22 @@ func direct(req *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// resend reports whether req may be sent again after a kept-alive
+// connection failed before any answer came: the methods http.Transport
+// sends again (Request.isReplayable), without a body. Any other request
+// may have reached the upstream, which cannot be told from a connection
+// it closed before it read the request.
+func resend(req *http.Request) bool {
+	if req.Body != nil && req.Body != http.NoBody {
+		return false
+	}
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // h1Conn is one connection of the direct path.

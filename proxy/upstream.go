@@ -76,7 +76,8 @@ func retarget(req *http.Request, next *url.URL, ex *exchange) {
 // hands each forwarded request with the context it cancels; a request
 // without one (not forwarded by Gateway.ServeHTTP) goes untimed.
 func (u *upstreams) roundTrip(req *http.Request) (*http.Response, error) {
-	clock := exchangeOf(req.Context()).clock
+	ex := exchangeOf(req.Context())
+	clock := ex.clock
 	if clock == nil {
 		return u.base.RoundTrip(req)
 	}
@@ -86,7 +87,7 @@ func (u *upstreams) roundTrip(req *http.Request) (*http.Response, error) {
 		// The body is the attempt's own; req stays as the caller made it.
 		out = new(http.Request)
 		*out = *req
-		out.Body = &timedBody{ReadCloser: req.Body, clock: clock}
+		out.Body = &timedBody{ReadCloser: req.Body, clock: clock, whole: ex.keyBody}
 	}
 	resp, err := u.base.RoundTrip(out)
 	if clock.stop() {
