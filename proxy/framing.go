@@ -50,6 +50,10 @@ type headScan struct {
 	// ReverseProxy would have removed (see dropHopFields).
 	hop      []string
 	hopClose bool
+	// conn is where the value of the last Connection field begins in the
+	// head, while lines folded onto it (obs-fold, which http.ReadResponse
+	// joins to the value) may still come; 0 when none is pending.
+	conn int
 }
 
 // scan goes on reading the head at the start of b, which holds at least
@@ -61,14 +65,21 @@ func (s *headScan) scan(b []byte) (doubt, whole bool) {
 		if i < 0 {
 			return false, false
 		}
-		line := b[s.n : s.n+i]
-		status := s.n == 0
+		start := s.n
+		line := b[start : start+i]
+		status := start == 0
 		s.n += i + 1
 		if n := len(line); n > 0 && line[n-1] == '\r' {
 			line = line[:n-1]
 		}
 		if status {
 			continue
+		}
+		if s.conn > 0 && (len(line) == 0 || line[0] != ' ' && line[0] != '\t') {
+			// The Connection value ends here, with the lines folded
+			// onto it: read as http.ReadResponse reads it.
+			s.connection(b[s.conn:start])
+			s.conn = 0
 		}
 		if len(line) == 0 {
 			// Transfer-Encoding counts only from HTTP/1.1 on.
@@ -86,7 +97,7 @@ func (s *headScan) scan(b []byte) (doubt, whole bool) {
 		case equalFoldASCII(name, "transfer-encoding"):
 			s.coding = true
 		case equalFoldASCII(name, "connection"):
-			s.connection(line[colon+1:])
+			s.conn = start + colon + 1
 		}
 	}
 }
