@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-const reviewKeyed = `
+const heldKeyedConfig = `
 routes:
   - name: keyed
     upstream: %[1]s
@@ -19,9 +19,9 @@ routes:
       - {algorithm: token_bucket, limit: 100000, window: 1s, key: [json:id]}
 `
 
-// TestReviewEarlyAnswerThenClose: an upstream that answers 401 after the
+// TestHeldBodyEarlyAnswerThenClose: an upstream that answers 401 after the
 // head, without reading the body, and closes: the client gets the 401.
-func TestReviewEarlyAnswerThenClose(t *testing.T) {
+func TestHeldBodyEarlyAnswerThenClose(t *testing.T) {
 	t.Parallel()
 	for _, size := range []int{20, 8 << 10} {
 		up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
@@ -31,7 +31,7 @@ func TestReviewEarlyAnswerThenClose(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 401 Unauthorized\r\nContent-Length: 4\r\nConnection: close\r\n\r\nnope")
 			// close at once, the body unread
 		})
-		srv, _ := newTestGateway(t, reviewKeyed, up.url())
+		srv, _ := newTestGateway(t, heldKeyedConfig, up.url())
 		body := `{"id":"` + strings.Repeat("a", size-9) + `"}`
 		codes := map[int]int{}
 		for range 200 {
@@ -76,14 +76,14 @@ func recordingRaw(t *testing.T, ch chan seenReq) *rawUpstream {
 	})
 }
 
-// TestReviewHeldBodiesArriveWhole: bodies of several sizes and framings,
+// TestHeldBodiesArriveWhole: bodies of several sizes and framings,
 // over HTTP/1 and HTTP/2, reach the upstream byte for byte.
-func TestReviewHeldBodiesArriveWhole(t *testing.T) {
+func TestHeldBodiesArriveWhole(t *testing.T) {
 	t.Parallel()
 	ch := make(chan seenReq, 100)
 	up := recordingRaw(t, ch)
-	srv, _ := newTestGateway(t, reviewKeyed, up.url())
-	tls := newTLSGateway(t, strings.ReplaceAll(reviewKeyed, "%[1]s", up.url()))
+	srv, _ := newTestGateway(t, heldKeyedConfig, up.url())
+	tls := newTLSGateway(t, strings.ReplaceAll(heldKeyedConfig, "%[1]s", up.url()))
 	mk := func(n int) string { return `{"id":"` + strings.Repeat("a", n-9) + `"}` }
 	for _, n := range []int{20, 8 << 10, 8<<10 + 1, 20 << 10} {
 		body := mk(n)

@@ -7,12 +7,12 @@ import (
 	"testing"
 )
 
-// TestReviewHopFieldsObsFold: http.ReadResponse (textproto) joins an
+// TestHopFieldsFolded: http.ReadResponse (textproto) joins an
 // obs-fold continuation line to the field before it; the head scan
 // skips it. Minor: the upstream alone controls both fields, so this is
 // no injection, but the scan and ReadResponse disagree on what
 // Connection names and whether it says close.
-func TestReviewHopFieldsObsFold(t *testing.T) {
+func TestHopFieldsFolded(t *testing.T) {
 	for _, tc := range []struct {
 		name, head string
 		wantA      bool // X-A reaches the client
