@@ -147,22 +147,7 @@ func TestTransportSendsHeldBodiesAsHTTPTransportDoes(t *testing.T) {
 func TestTransportSendsHeldBodiesOnce(t *testing.T) {
 	t.Parallel()
 	var dropped atomic.Int32
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			io.Copy(io.Discard, req.Body)
-			if req.URL.Path == "/drop" {
-				dropped.Add(1)
-				return
-			}
-			if _, err := io.WriteString(c, okAnswer); err != nil {
-				return
-			}
-		}
-	})
+	up := newDroppingUpstream(t, &dropped)
 	tr := newTestTransport()
 	defer tr.CloseIdleConnections()
 	fillPool(t, tr, up.url()+"/", 4)

@@ -254,6 +254,28 @@ func TestTransportNewConnectionIsNotRetried(t *testing.T) {
 	}
 }
 
+// newDroppingUpstream answers every request okAnswer, on kept-alive
+// connections, except one to /drop: it reads that one whole, counts it in
+// dropped and closes the connection without an answer.
+func newDroppingUpstream(t *testing.T, dropped *atomic.Int32) *rawUpstream {
+	return newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if req.URL.Path == "/drop" {
+				dropped.Add(1)
+				return
+			}
+			if _, err := io.WriteString(c, okAnswer); err != nil {
+				return
+			}
+		}
+	})
+}
+
 // TestTransportRetriesOnceOnANewConnection has an upstream that drops the
 // connection, without an answer, on one request (a handler that panics, a
 // filter that resets): the request was sent on a kept-alive connection, so
@@ -264,21 +286,7 @@ func TestTransportNewConnectionIsNotRetried(t *testing.T) {
 func TestTransportRetriesOnceOnANewConnection(t *testing.T) {
 	t.Parallel()
 	var dropped atomic.Int32
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for {
-			req, err := http.ReadRequest(br)
-			if err != nil {
-				return
-			}
-			if req.URL.Path == "/drop" {
-				dropped.Add(1)
-				return
-			}
-			if _, err := io.WriteString(c, okAnswer); err != nil {
-				return
-			}
-		}
-	})
+	up := newDroppingUpstream(t, &dropped)
 	tr := newTestTransport()
 	defer tr.CloseIdleConnections()
 	const idle = 8
