@@ -69,17 +69,7 @@ func TestTransportTakesHeldBodies(t *testing.T) {
 		}, false},
 		{"held, to https", func() *http.Request { return heldRequest("POST", "https://127.0.0.1:1/", json) }, false},
 	} {
-		base := &recordingTransport{}
-		tr := NewTransport()
-		tr.base = base
-		resp, err := tr.RoundTrip(tc.req())
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		io.ReadAll(resp.Body)
-		resp.Body.Close()
-		tr.CloseIdleConnections()
-		if direct := base.n.Load() == 0; direct != tc.direct {
+		if direct := tookDirectPath(t, tc.req()); direct != tc.direct {
 			t.Errorf("%s: took the direct path %v, want %v", tc.name, direct, tc.direct)
 		}
 	}

@@ -550,6 +550,23 @@ func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	return &http.Response{StatusCode: 299, Body: http.NoBody, Request: req}, nil
 }
 
+// tookDirectPath sends req through a Transport whose http.Transport only
+// counts, and reports whether the direct path carried it.
+func tookDirectPath(t *testing.T, req *http.Request) bool {
+	t.Helper()
+	base := &recordingTransport{}
+	tr := NewTransport()
+	tr.base = base
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return base.n.Load() == 0
+}
+
 func TestTransportLeavesTheRestToHTTPTransport(t *testing.T) {
 	t.Parallel()
 	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
@@ -588,17 +605,7 @@ func TestTransportLeavesTheRestToHTTPTransport(t *testing.T) {
 		}, false},
 		{"close", func() *http.Request { r, _ := http.NewRequest("GET", up.url(), nil); r.Close = true; return r }, false},
 	} {
-		base := &recordingTransport{}
-		tr := NewTransport()
-		tr.base = base
-		resp, err := tr.RoundTrip(tc.req())
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		io.ReadAll(resp.Body)
-		resp.Body.Close()
-		tr.CloseIdleConnections()
-		if direct := base.n.Load() == 0; direct != tc.direct {
+		if direct := tookDirectPath(t, tc.req()); direct != tc.direct {
 			t.Errorf("%s: took the direct path %v, want %v", tc.name, direct, tc.direct)
 		}
 	}
