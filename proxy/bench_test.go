@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -80,38 +79,6 @@ func BenchmarkRequestPath(b *testing.B) {
 			})
 		})
 	}
-}
-
-// BenchmarkJSONKeyedPost measures a login or OTP request through sluice:
-// a POST of a small JSON body, keyed on a field of it, to a limit that
-// never rejects. sluice holds such a body whole, so its own transport
-// carries it (README › Forwarding).
-func BenchmarkJSONKeyedPost(b *testing.B) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("ok"))
-	}))
-	defer up.Close()
-	srv, _ := newTestGateway(b, `
-routes:
-  - name: otp
-    match: {path: /otp}
-    upstream: %s
-    limits:
-      - {algorithm: token_bucket, limit: 1000000000, window: 1000s, key: [json:phone]}
-`, up.URL)
-	tr := &http.Transport{MaxIdleConnsPerHost: 256}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr}
-	body := []byte(`{"phone":"+15550001","code":"123456"}`)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			req, _ := http.NewRequest("POST", srv.URL+"/otp", bytes.NewReader(body))
-			req.Header.Set("Content-Type", "application/json")
-			benchSend(b, c, req)
-		}
-	})
 }
 
 // benchSend sends req through c and reads the answer, which must be a 200.
