@@ -15,6 +15,7 @@ FUZZTIME ?= 20000x
 test:
 	./scripts/test-deps.sh
 	SLUICE_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	SLUICE_REQUIRE_REDIS=1 $(GO) test -run '^$$' -bench . -benchtime 1x ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzCanonicalRequest$$' -fuzztime $(FUZZTIME) ./proxy
 	$(GO) test -run '^$$' -fuzz '^FuzzClientAddr$$' -fuzztime $(FUZZTIME) ./proxy
 	$(GO) test -run '^$$' -fuzz '^FuzzKeyHeader$$' -fuzztime $(FUZZTIME) ./routes
