@@ -150,9 +150,12 @@ func TestLeaseFallbackClearsWithoutTraffic(t *testing.T) {
 	if _, ok := waitFor(3*time.Second, func() bool { return s.Healthy() && !s.br.open.Load() }); !ok {
 		t.Fatal("Redis back: breaker still open after 3s")
 	}
-	time.Sleep(2 * time.Second)
-	if on.Load() {
-		t.Errorf("Redis back and healthy for 2s: sluice_ratelimit_lease_fallback still 1 for a policy with no traffic")
+	// The heartbeat ends an idle fallback at its next beat, within about
+	// a second; a loaded machine may delay the beat or fail one (100 ms
+	// for its round trip) and so the health it needs, so the bound is
+	// generous: what matters is that it clears with no request at all.
+	if took, ok := waitFor(10*time.Second, func() bool { return !on.Load() }); !ok {
+		t.Errorf("Redis back and healthy: sluice_ratelimit_lease_fallback still 1 after %s for a policy with no traffic", took.Round(time.Millisecond))
 	}
 }
 
