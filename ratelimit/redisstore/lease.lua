@@ -177,8 +177,6 @@ if g > 0 then
 end
 if mine > 0 then
   valid = mine_e - now
-end
-if mine > 0 then
   redis.call('HSET', k, me, fmt(mine) .. ' ' .. fmt(mine_e))
   maxe = math.max(maxe, mine_e)
 else
