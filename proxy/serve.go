@@ -205,8 +205,10 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			lift := ex.body.wholeBy(time.Now().Add(s.cfg.ClientHeaderTimeout))
 			body = readKeyBody(r)
 			lift()
-			if rb, ok := r.Body.(*replayBody); ok && rb.whole > 0 {
-				ex.keyBody = rb
+			if rb, ok := r.Body.(*replayBody); ok {
+				if _, whole := rb.held(); whole {
+					ex.keyBody = rb
+				}
 			}
 			if f := ex.body.failure(); f != nil {
 				refuseBody(w, ex, f)
@@ -431,17 +433,16 @@ func readKeyBody(r *http.Request) *routes.Body {
 		r.Body = &replayBody{Reader: io.MultiReader(bytes.NewReader(buf), orig), orig: orig}
 		return routes.NewBody(nil)
 	}
-	r.Body = &replayBody{Reader: bytes.NewReader(buf), orig: orig, whole: len(buf)}
+	r.Body = &replayBody{Reader: bytes.NewReader(buf), orig: orig}
 	return routes.NewBody(buf)
 }
 
-// replayBody serves bytes already read, then the rest of the original body.
+// replayBody serves bytes already read, then the rest of the original
+// body; when all of it was read (the gateway holds it), only those bytes,
+// from a bytes.Reader.
 type replayBody struct {
 	io.Reader
 	orig io.ReadCloser
-	// whole is the body's length when all of it was read (the gateway
-	// holds it), or 0.
-	whole int
 }
 
 // held reports the length of the body when the gateway holds all of it
@@ -449,7 +450,10 @@ type replayBody struct {
 // once (see direct).
 func (b *replayBody) held() (int, bool) {
 	r, ok := b.Reader.(*bytes.Reader)
-	return b.whole, ok && b.whole > 0 && r.Len() == b.whole
+	if !ok {
+		return 0, false
+	}
+	return int(r.Size()), r.Size() > 0 && int64(r.Len()) == r.Size()
 }
 
 func (b *replayBody) Close() error { return b.orig.Close() }

@@ -17,7 +17,7 @@ import (
 // readKeyBody leaves one that json: keys read.
 func heldRequest(method, url, body string) *http.Request {
 	r, _ := http.NewRequest(method, url, nil)
-	r.Body = &replayBody{Reader: bytes.NewReader([]byte(body)), orig: io.NopCloser(strings.NewReader("")), whole: len(body)}
+	r.Body = &replayBody{Reader: bytes.NewReader([]byte(body)), orig: io.NopCloser(strings.NewReader(""))}
 	r.ContentLength = int64(len(body))
 	return r
 }
