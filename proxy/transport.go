@@ -190,12 +190,10 @@ func direct(req *http.Request) bool {
 		if _, ok := req.Header["Expect"]; ok {
 			return false
 		}
-	} else {
-		switch req.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-		default:
-			return false
-		}
+	} else if !resend(req) {
+		// Without a body, only what the direct path may send again
+		// after a stale connection, as http.Transport does.
+		return false
 	}
 	if _, ok := req.Header["Upgrade"]; ok {
 		return false
