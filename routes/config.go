@@ -224,6 +224,9 @@ func aliasLine(data []byte, name string) int {
 	var quote byte
 	for i := 0; i < len(data); i++ {
 		c := data[i]
+		// A node may start here: after a space, a flow indicator or at
+		// the line's start.
+		nodeStart := i == 0 || isYAMLSpace(data[i-1]) || strings.IndexByte("[{,", data[i-1]) >= 0
 		switch {
 		case c == '\n':
 			line++
@@ -233,13 +236,13 @@ func aliasLine(data []byte, name string) int {
 			if c == quote {
 				quote = 0
 			}
-		case (c == '"' || c == '\'') && (i == 0 || isYAMLSpace(data[i-1]) || strings.IndexByte("[{,", data[i-1]) >= 0):
+		case (c == '"' || c == '\'') && nodeStart:
 			quote = c
 		case c == '#' && (i == 0 || isYAMLSpace(data[i-1])):
 			for i+1 < len(data) && data[i+1] != '\n' {
 				i++
 			}
-		case c == '*' && (i == 0 || isYAMLSpace(data[i-1]) || strings.IndexByte("[{,", data[i-1]) >= 0):
+		case c == '*' && nodeStart:
 			rest := data[i+1:]
 			if bytes.HasPrefix(rest, []byte(name)) && (len(rest) == len(name) || isYAMLSpace(rest[len(name)]) || strings.IndexByte(",[]{}", rest[len(name)]) >= 0) {
 				return line
