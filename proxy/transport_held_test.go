@@ -94,33 +94,14 @@ func TestTransportTakesHeldBodies(t *testing.T) {
 // byte for byte as http.Transport sends it.
 func TestTransportSendsHeldBodiesAsHTTPTransportDoes(t *testing.T) {
 	t.Parallel()
-	got := make(chan []byte, 2)
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		req, err := http.ReadRequest(br)
-		if err != nil {
-			return
-		}
-		var buf bytes.Buffer
-		req.Write(&buf)
-		got <- buf.Bytes()
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-	})
-	send := func(rt http.RoundTripper) []byte {
-		req := heldRequest("POST", up.url()+"/v1/otp?x=1", `{"phone":"+15550001"}`)
+	b, want := sentBoth(t, func(url string) *http.Request {
+		req := heldRequest("POST", url+"/v1/otp?x=1", `{"phone":"+15550001"}`)
 		req.Host = "api.example.com"
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", "")
-		resp, err := rt.RoundTrip(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return <-got
-	}
-	base := &http.Transport{DisableCompression: true}
-	defer base.CloseIdleConnections()
-	want := send(base)
-	if b := send(newTestTransport()); !bytes.Equal(b, want) {
+		return req
+	})
+	if !bytes.Equal(b, want) {
 		t.Errorf("direct path sent\n%q\nhttp.Transport sent\n%q", b, want)
 	}
 	if !bytes.HasSuffix(want, []byte(`{"phone":"+15550001"}`)) {

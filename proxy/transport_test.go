@@ -136,6 +136,25 @@ func TestTransportKeepsConnectionsAlive(t *testing.T) {
 // bytes http.Transport writes for the same request.
 func TestTransportSendsWhatHTTPTransportSends(t *testing.T) {
 	t.Parallel()
+	b, want := sentBoth(t, func(url string) *http.Request {
+		req, _ := http.NewRequest("OPTIONS", url+"/a/b%2Fc;x=1?q=1&q=2", nil)
+		req.Host = "api.example.com"
+		req.Header["X-Two"] = []string{"a", "b"}
+		req.Header.Set("User-Agent", "")
+		req.Header.Set("Accept-Encoding", "br")
+		return req
+	})
+	if !bytes.Equal(b, want) {
+		t.Errorf("direct path sent\n%q\nhttp.Transport sent\n%q", b, want)
+	}
+}
+
+// sentBoth sends the request that newReq makes for an upstream at url
+// through http.Transport and then through the direct path, and returns
+// what the upstream read each time: the direct path's bytes, then
+// http.Transport's.
+func sentBoth(t *testing.T, newReq func(url string) *http.Request) (direct, base []byte) {
+	t.Helper()
 	got := make(chan []byte, 2)
 	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		req, err := http.ReadRequest(br)
@@ -143,30 +162,22 @@ func TestTransportSendsWhatHTTPTransportSends(t *testing.T) {
 			return
 		}
 		var buf bytes.Buffer
-		req.Write(&buf) // normalises nothing the test compares
+		req.Write(&buf) // normalises nothing the tests compare
 		got <- buf.Bytes()
 		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
 	})
 	send := func(rt http.RoundTripper) []byte {
-		req, _ := http.NewRequest("OPTIONS", up.url()+"/a/b%2Fc;x=1?q=1&q=2", nil)
-		req.Host = "api.example.com"
-		req.Header["X-Two"] = []string{"a", "b"}
-		req.Header.Set("User-Agent", "")
-		req.Header.Set("Accept-Encoding", "br")
-		resp, err := rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(newReq(up.url()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return <-got
 	}
-	base := &http.Transport{DisableCompression: true}
-	defer base.CloseIdleConnections()
-	want := send(base)
-	tr := newTestTransport()
-	if b := send(tr); !bytes.Equal(b, want) {
-		t.Errorf("direct path sent\n%q\nhttp.Transport sent\n%q", b, want)
-	}
+	tr := &http.Transport{DisableCompression: true}
+	defer tr.CloseIdleConnections()
+	base = send(tr)
+	return send(newTestTransport()), base
 }
 
 func TestTransportRetriesStaleConnection(t *testing.T) {
