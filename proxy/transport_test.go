@@ -320,13 +320,18 @@ func TestTransportRetriesOnceOnANewConnection(t *testing.T) {
 	}
 }
 
+// TestTransportReusesOnlyCleanConnections: each answer but a clean one
+// leaves its connection unfit for the next request, for a GET and for a
+// POST whose body the gateway holds.
 func TestTransportReusesOnlyCleanConnections(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, answer string
 		body         string
 		readHalf     bool // close the body after one byte
+		clean        bool // the connection is fit to reuse
 	}{
+		{name: "clean", answer: okAnswer, body: "ok", clean: true},
 		{name: "connection close", answer: "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok", body: "ok"},
 		{name: "HTTP/1.0", answer: "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", body: "ok"},
 		{name: "bytes after the answer", answer: okAnswer + "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged", body: "ok"},
@@ -344,36 +349,43 @@ func TestTransportReusesOnlyCleanConnections(t *testing.T) {
 		// A head longer than the read buffer cannot be checked so.
 		{name: "head too long to check", answer: "HTTP/1.1 200 OK\r\nX-Long: " + strings.Repeat("a", 40<<10) + "\r\nContent-Length: 2\r\n\r\nok", body: "ok"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-				for answer(c, br, tc.answer) {
+		for _, method := range []string{"GET", "POST"} {
+			t.Run(tc.name+"/"+method, func(t *testing.T) {
+				t.Parallel()
+				up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+					for answer(c, br, tc.answer) {
+					}
+				})
+				tr := newTestTransport()
+				defer tr.CloseIdleConnections()
+				for range 2 {
+					req, _ := http.NewRequest("GET", up.url()+"/", nil)
+					if method == "POST" {
+						req = heldRequest("POST", up.url()+"/", `{"phone":"1"}`)
+					}
+					resp, err := tr.RoundTrip(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var b []byte
+					if tc.readHalf {
+						b = make([]byte, 1)
+						_, err = io.ReadFull(resp.Body, b)
+					} else {
+						b, err = io.ReadAll(resp.Body)
+					}
+					resp.Body.Close()
+					if err != nil || string(b) != tc.body {
+						t.Fatalf("got body %q, %v; want %q", b, err, tc.body)
+					}
+				}
+				if n := up.accepted.Load(); tc.clean && n != 1 {
+					t.Errorf("got %d connections, want 1: the first was fit to reuse", n)
+				} else if !tc.clean && n != 2 {
+					t.Errorf("got %d connections, want 2: the first was not fit to reuse", n)
 				}
 			})
-			tr := newTestTransport()
-			defer tr.CloseIdleConnections()
-			for range 2 {
-				req, _ := http.NewRequest("GET", up.url()+"/", nil)
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var b []byte
-				if tc.readHalf {
-					b = make([]byte, 1)
-					_, err = io.ReadFull(resp.Body, b)
-				} else {
-					b, err = io.ReadAll(resp.Body)
-				}
-				resp.Body.Close()
-				if err != nil || string(b) != tc.body {
-					t.Fatalf("got body %q, %v; want %q", b, err, tc.body)
-				}
-			}
-			if n := up.accepted.Load(); n != 2 {
-				t.Errorf("got %d connections, want 2: the first was not fit to reuse", n)
-			}
-		})
+		}
 	}
 }
 
