@@ -398,6 +398,12 @@ func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Re
 			cancel(errClientGone)
 		}
 	}
+	if err == nil && r.Context().Err() != nil {
+		// Gone at the departure itself, as net/http saw it: the store's
+		// wait may report the departure when both came at once. The
+		// place is spent; the request goes no further.
+		err = context.Cause(r.Context())
+	}
 	switch {
 	case err == nil:
 		return true
