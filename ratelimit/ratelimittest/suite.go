@@ -665,4 +665,46 @@ func runWait(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			t.Errorf("Wait returned %v before the departure, want at or after it", -left)
 		}
 	})
+	t.Run("drain cuts only departures after the deadline", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		// 1 per 200ms: the waiters leave 200 and 400ms after now. A
+		// shutdown whose deadline lies 300ms out lets the first leave and
+		// answers the second at once, whose place goes back.
+		now := time.Now().Truncate(time.Microsecond)
+		p := mustPolicy(t, ratelimit.Policy{Name: "wait-drain", Algorithm: ratelimit.LeakyBucket, Limit: 5, Window: sec, Queue: 5})
+		r := ratelimit.Request{Policy: p, Key: "k"}
+		reqs := []ratelimit.Request{r}
+		decide(t, s, now, reqs)
+		d1 := decide(t, s, now, reqs)[0]
+		d2 := decide(t, s, now, reqs)[0]
+		if d1.Delay != 200*ms || d2.Delay != 400*ms {
+			t.Fatalf("waiters: got Delay %v and %v, want 200ms and 400ms", d1.Delay, d2.Delay)
+		}
+		done := make(chan struct{})
+		deadline := now.Add(300 * ms)
+		ctx := ratelimit.WithDrain(context.Background(), &ratelimit.Drain{Done: done, Deadline: func() time.Time { return deadline }})
+		first := make(chan error, 1)
+		go func() { first <- s.Wait(ctx, r, d1) }()
+		close(done)
+		start := time.Now()
+		if err := s.Wait(ctx, r, d2); !errors.Is(err, ratelimit.ErrDrained) {
+			t.Errorf("Wait of a departure after the deadline: got %v, want %v", err, ratelimit.ErrDrained)
+		}
+		if took := time.Since(start); took > 100*ms {
+			t.Errorf("drained Wait took %v, want it prompt", took)
+		}
+		if err := <-first; err != nil {
+			t.Errorf("Wait of a departure before the deadline: got %v, want nil", err)
+		}
+		if left := time.Since(d1.Departure); left < -time.Millisecond {
+			t.Errorf("the first waiter left %v before its departure, want at or after it", -left)
+		}
+		// The second's place went back: the next request, decided at
+		// now, is given it.
+		d3 := decide(t, s, now, reqs)[0]
+		if d3.Delay != 400*ms {
+			t.Errorf("request after the drained one: got Delay %v, want 400ms (its place)", d3.Delay)
+		}
+	})
 }
