@@ -116,6 +116,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.base.RoundTrip(req)
 	}
 	ctx := req.Context()
+	if ctx.Err() != nil {
+		// Ended before it went (its client left while it waited in a
+		// queue): not written, as http.Transport writes none.
+		return nil, context.Cause(ctx)
+	}
 	addr := req.URL.Host
 	if req.URL.Port() == "" {
 		addr = net.JoinHostPort(req.URL.Hostname(), "80")

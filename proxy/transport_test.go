@@ -500,6 +500,33 @@ func TestTransportCancel(t *testing.T) {
 			t.Fatalf("got error %v, want %v", err, cause)
 		}
 	})
+	t.Run("before it is sent", func(t *testing.T) {
+		t.Parallel()
+		// A request whose context ended before the round trip (its
+		// client gone while it waited in a queue) is not written, on a
+		// kept-alive connection either, as http.Transport writes none.
+		var got atomic.Int32
+		up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+			for answer(c, br, okAnswer) {
+				got.Add(1)
+			}
+		})
+		tr := newTestTransport()
+		defer tr.CloseIdleConnections()
+		for range 20 {
+			get(t, tr, up.url()+"/")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			cancel(cause)
+			req, _ := http.NewRequestWithContext(ctx, "GET", up.url()+"/", nil)
+			if _, err := tr.RoundTrip(req); !errors.Is(err, cause) {
+				t.Fatalf("got error %v, want %v", err, cause)
+			}
+		}
+		get(t, tr, up.url()+"/") // the upstream has read all before it answers this
+		if n := got.Load(); n != 21 {
+			t.Errorf("the upstream got %d requests, want the 21 not cancelled", n)
+		}
+	})
 	t.Run("reading the body", func(t *testing.T) {
 		t.Parallel()
 		up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
