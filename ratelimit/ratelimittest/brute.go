@@ -198,6 +198,42 @@ func runBlock(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			t.Errorf("other limit: got remaining %d, want 2", got.Remaining)
 		}
 	})
+	// count_status and block together: the answers of requests admitted
+	// before the block come back during it. Their units go back, but the
+	// block stands to its end, and then the bucket is as if they had
+	// never been counted.
+	for _, a := range refundable {
+		t.Run(a.String()+"/given back during the block", func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			p := mustPolicy(t, ratelimit.Policy{Name: "block-refund-" + a.String(), Algorithm: a, Limit: 2, Window: 2 * time.Hour, Block: time.Hour, Hold: true})
+			r := ratelimit.Request{Policy: p, Key: "k"}
+			taken := decide(t, s, T0, []ratelimit.Request{r})
+			taken = append(taken, decide(t, s, T0, []ratelimit.Request{r})...)
+			if !taken[0].Allowed || !taken[1].Allowed {
+				t.Fatalf("two requests: got %+v, want both admitted", taken)
+			}
+			if d := decide(t, s, T0.Add(sec), []ratelimit.Request{r})[0]; d.Allowed || d.Blocked || d.RetryAfter < time.Hour {
+				t.Fatalf("third request: got %+v, want a rejection that starts the block", d)
+			}
+			if err := s.Refund(context.Background(), T0.Add(2*sec), []ratelimit.Request{r, r}, taken); err != nil {
+				t.Fatalf("refunding: %v", err)
+			}
+			left := time.Hour - 2*sec
+			want := ratelimit.Decision{Limit: 2, Blocked: true, RetryAfter: left, Reset: left}
+			checkDecision(t, "peek after the give-back", T0.Add(3*sec), peek(t, s, T0.Add(3*sec), r), want)
+			checkDecision(t, "request after the give-back", T0.Add(3*sec), decide(t, s, T0.Add(3*sec), []ratelimit.Request{r})[0], want)
+			// The window is still the one both were counted in, and a
+			// token takes an hour to refill: only the give-back leaves
+			// room for two.
+			end := T0.Add(time.Hour + sec)
+			ds := decide(t, s, end, []ratelimit.Request{r})
+			ds = append(ds, decide(t, s, end, []ratelimit.Request{r})...)
+			if !ds[0].Allowed || !ds[1].Allowed || ds[1].Remaining != 0 {
+				t.Errorf("at the block's end: got %+v, want two admitted, none left", ds)
+			}
+		})
+	}
 	t.Run("shadow never blocks", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
