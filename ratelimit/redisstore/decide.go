@@ -250,9 +250,9 @@ func decodeReply(vals []rueidis.RedisMessage, now time.Time, reqs []ratelimit.Re
 			Allowed:    f[0] == 1,
 			Limit:      reqs[i].Policy.Limit,
 			Remaining:  f[1],
-			RetryAfter: time.Duration(f[2]),
-			Reset:      time.Duration(f[3]),
-			Delay:      time.Duration(f[4]),
+			RetryAfter: time.Duration(f[2]) * time.Microsecond,
+			Reset:      time.Duration(f[3]) * time.Microsecond,
+			Delay:      time.Duration(f[4]) * time.Microsecond,
 			Blocked:    f[6] == 1,
 		}
 		switch {

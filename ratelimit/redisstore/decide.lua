@@ -2,9 +2,11 @@
 -- step below mirrors the Step function of the same algorithm in package
 -- ratelimit line for line; only the units differ. Absolute times are whole
 -- microseconds (Lua numbers are doubles: exact up to 2^53 us, year 2255);
--- durations handed back are nanoseconds, computed from the same microsecond
--- quantities, and the float arithmetic of sliding_window_counter runs on
--- nanosecond differences exactly as in Go.
+-- durations handed back are whole microseconds too (the Go side makes them
+-- nanoseconds: a double holds every microsecond count of a span up to
+-- MaxSpan exactly, but not the same span in nanoseconds beyond 104 days),
+-- and the float arithmetic of sliding_window_counter runs on nanosecond
+-- differences exactly as in Go.
 --
 -- KEYS[i]   the bucket of limit i; a sliding_window_log limit also has
 --           KEYS[i] .. ':s' (same hash tag) holding its settled time, and a
@@ -41,8 +43,8 @@
 -- bucket that never counted it: the fresh bucket has no identity, or
 -- another one.
 --
--- Reply: {now_us, then per limit: allowed, remaining, retry_ns, reset_ns,
--- delay_ns, mark in us, blocked (1/0), hold mark, generation} (all 0 in
+-- Reply: {now_us, then per limit: allowed, remaining, retry_us, reset_us,
+-- delay_us, mark in us, blocked (1/0), hold mark, generation} (all 0 in
 -- modes 'r' and 'k'). The
 -- generation is the bucket's identity when a limit that may settle took
 -- a unit, else 0. The mark names the unit
@@ -62,15 +64,15 @@ local function tb_step(p, tat0, held, now, n)
   local tat = math.max(tat0, now + held * t)
   local nt = tat + n * t
   if nt - now > cap then
-    return tat0, {0, math.max(trunc((cap - (tat - now)) / t), 0), (nt - cap - now) * 1000, (tat - now) * 1000, 0}
+    return tat0, {0, math.max(trunc((cap - (tat - now)) / t), 0), (nt - cap - now), (tat - now), 0}
   end
   local used = nt - now
   local retry = 0
   if used > 0 then
     local r = used % t
-    if r ~= 0 then retry = r * 1000 else retry = t * 1000 end
+    if r ~= 0 then retry = r else retry = t end
   end
-  return nt, {1, trunc((cap - used) / t), retry, used * 1000, 0, nt}
+  return nt, {1, trunc((cap - used) / t), retry, used, 0, nt}
 end
 
 -- leaky_bucket ---------------------------------------------------------
@@ -80,7 +82,7 @@ local function lb_step(p, nx, now, n)
   local depart = math.max(nx, now)
   local wait = depart - now
   if n > 0 and wait > tol then
-    return nx, {0, 0, (wait - tol) * 1000, wait * 1000, 0}
+    return nx, {0, 0, (wait - tol), wait, 0}
   end
   local nxt = depart + n * t
   local delay = 0
@@ -97,7 +99,7 @@ local function lb_step(p, nx, now, n)
   else
     rem = p.cap
   end
-  return nxt, {1, rem, retry * 1000, reset * 1000, delay * 1000}
+  return nxt, {1, rem, retry, reset, delay}
 end
 
 -- fixed_window ---------------------------------------------------------
@@ -107,10 +109,10 @@ local function fw_step(p, st, cnt, now, n)
   if start > st then st, cnt = start, 0 end
   local e = st + p.w
   if cnt + n > p.limit then
-    return st, cnt, {0, 0, (e - now) * 1000, (e - now) * 1000, 0, st}
+    return st, cnt, {0, 0, (e - now), (e - now), 0, st}
   end
   cnt = cnt + n
-  local reset = (e - now) * 1000
+  local reset = (e - now)
   if cnt == 0 then reset = 0 end
   return st, cnt, {1, p.limit - cnt, reset, reset, 0, st}
 end
@@ -118,26 +120,26 @@ end
 -- sliding_window_counter ----------------------------------------------
 
 local function creset(st, cur, prev, now, w)
-  if cur > 0 then return (st + 2 * w - now) * 1000 end
-  if prev > 0 then return (st + w - now) * 1000 end
+  if cur > 0 then return (st + 2 * w - now) end
+  if prev > 0 then return (st + w - now) end
   return 0
 end
 
 local function swc_step(p, st, cur, prev, now, n)
   local w = p.w
-  local el, wn, weight
-  st, cur, prev, el, wn, weight = swc_roll(st, cur, prev, now, w)
+  local el, _, weight
+  st, cur, prev, el, _, weight = swc_roll(st, cur, prev, now, w)
   if n > 0 and cur + weight >= p.limit then
-    return st, cur, prev, {0, 0, cretry(cur, prev, el, wn, p.limit), creset(st, cur, prev, now, w), 0, st}
+    return st, cur, prev, {0, 0, cretry(cur, prev, el, w, p.limit), creset(st, cur, prev, now, w), 0, st}
   end
   cur = cur + n
   local rem, retry = 0, 0
   local room = p.limit - cur - weight
   if room > 0 then
     rem = math.ceil(room)
-    retry = cretry(cur, prev, el, wn, p.limit - rem)
+    retry = cretry(cur, prev, el, w, p.limit - rem)
   else
-    retry = cretry(cur, prev, el, wn, p.limit)
+    retry = cretry(cur, prev, el, w, p.limit)
   end
   return st, cur, prev, {1, rem, retry, creset(st, cur, prev, now, w), 0, st}
 end
@@ -185,7 +187,7 @@ local function swl_step(p, k, now, n, member, slack)
     local total = redis.call('ZCARD', k)
     local count = zcount(k, now - w)
     local oldest = zat(k, now - w, 0)
-    local reset = (newest + w - now) * 1000
+    local reset = (newest + w - now)
     local settled = tonumber(redis.call('GET', sk) or '0')
     if now < settled or count + n > p.limit then
       local alive = zcount(k, newest - w)
@@ -195,7 +197,7 @@ local function swl_step(p, k, now, n, member, slack)
         local r = redis.call('ZRANGE', k, total - alive + math.min(kk - 1, alive - 1), total - alive + math.min(kk - 1, alive - 1), 'WITHSCORES')
         retry = tonumber(r[2]) + w
       end
-      return {0, 0, (retry - now) * 1000, reset, 0}, false
+      return {0, 0, (retry - now), reset, 0}, false
     end
     if n > 0 then
       zdrop(k, sk, now - w, w, now, slack)
@@ -205,14 +207,14 @@ local function swl_step(p, k, now, n, member, slack)
       redis.call('PEXPIRE', sk, x)
       pushed = true
     end
-    return {1, p.limit - count - n, (oldest + w - now) * 1000, reset, 0, newest}, pushed
+    return {1, p.limit - count - n, (oldest + w - now), reset, 0, newest}, pushed
   end
   if n > 0 then
     local settled = tonumber(redis.call('GET', sk) or '0')
     if now < settled then
       -- Late behind entries that are gone: nothing tells how many of them
       -- its window holds, and any later retry arrives in order.
-      return {0, 0, (settled - now) * 1000, (settled - now) * 1000, 0}, false
+      return {0, 0, (settled - now), (settled - now), 0}, false
     end
   end
   local cutoff = now - w
@@ -221,7 +223,7 @@ local function swl_step(p, k, now, n, member, slack)
   if newest then cnt = zcount(k, cutoff) end
   if cnt + n > p.limit then
     local idx = math.min(cnt + n - p.limit - 1, cnt - 1)
-    return {0, 0, (zat(k, cutoff, idx) + w - now) * 1000, (newest + w - now) * 1000, 0}, false
+    return {0, 0, (zat(k, cutoff, idx) + w - now), (newest + w - now), 0}, false
   end
   if n > 0 then
     redis.call('ZADD', k, fmt(now), member)
@@ -234,8 +236,8 @@ local function swl_step(p, k, now, n, member, slack)
   cnt = cnt + n
   local retry, reset = 0, 0
   if cnt > 0 then
-    retry = (zat(k, cutoff, 0) + w - now) * 1000
-    reset = (newest + w - now) * 1000
+    retry = (zat(k, cutoff, 0) + w - now)
+    reset = (newest + w - now)
   end
   return {1, p.limit - cnt, retry, reset, 0, now}, pushed
 end
@@ -429,8 +431,8 @@ local function startblock(p, k, d)
   -- rejected again, as the caller's fallback would not: it does not know
   -- the key is spent.
   redis.pcall('SET', k .. ':b', fmt(now + p.block), 'PX', ttl(p.block, slack))
-  d[3] = math.max(d[3], p.block * 1000)
-  d[4] = math.max(d[4], p.block * 1000)
+  d[3] = math.max(d[3], p.block)
+  d[4] = math.max(d[4], p.block)
 end
 
 -- algstep applies n requests to limit i and writes the new state. It
@@ -462,7 +464,7 @@ local function algstep(p, k, i, n)
     local nx
     nx, d = lb_step(p, a, now, n)
     if d[1] == 1 and n > 0 then
-      redis.call('SET', k, fmt(nx) .. ' ' .. tail .. ':' .. fmt(d[5] / 1000), 'PX', ttl(nx - now, slack))
+      redis.call('SET', k, fmt(nx) .. ' ' .. tail .. ':' .. fmt(d[5]), 'PX', ttl(nx - now, slack))
       took = true
     end
   elseif p.alg == 3 then
@@ -490,7 +492,7 @@ local function step(i, n)
   local p, k = param(i), KEYS[i]
   local until_ = blocked(p, k)
   if until_ then
-    local left = (until_ - now) * 1000
+    local left = (until_ - now)
     return {0, 0, left, left, 0, 0, 1}, false
   end
   local d, took, b = algstep(p, k, i, n)

@@ -87,8 +87,8 @@ if alg == 5 then
       prev = math.max(prev - back, 0)
     end
   end
-  local el, wn, weight
-  st, cur, prev, el, wn, weight = swc_roll(st, cur, prev, now, w)
+  local el, _, weight
+  st, cur, prev, el, _, weight = swc_roll(st, cur, prev, now, w)
   -- As the per-request step: a unit is admitted while cur + weight <
   -- limit, so ceil(limit - cur - weight) of them fit. The weight only
   -- falls until the window ends, which is when the grant must be spent.
@@ -100,7 +100,7 @@ if alg == 5 then
     redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * w - now, slack))
   end
   local retry = 0
-  if g < want or g == 0 then retry = cretry(cur, prev, el, wn, limit) end
+  if g < want or g == 0 then retry = cretry(cur, prev, el, w, limit) * 1000 end
   local rem = 0
   if limit - cur - weight > 0 then rem = math.ceil(limit - cur - weight) end
   local reset = 0
