@@ -27,6 +27,10 @@ const (
 // maxLine bounds one log line; a longer one is a bad line.
 const maxLine = 1 << 20
 
+// byteOrderMark is UTF-8's byte order mark, which ReadLog skips at the
+// start of a log.
+const byteOrderMark = "\ufeff"
+
 // ReplayOptions say how a log's requests map onto the policy's buckets.
 type ReplayOptions struct {
 	// Key is the policy's key list, such as ["header:X-API-Key", "ip"]. A
@@ -144,6 +148,11 @@ func ReadLog(r io.Reader, o ReplayOptions) (*Traffic, *LogReport, error) {
 	// Lines are read in order; until one tells the format they are parsed
 	// here, then in chunks by a parser per core.
 	br := bufio.NewReaderSize(r, 64<<10)
+	// A log saved by a Windows editor may open with a UTF-8 byte order
+	// mark, which is no part of its first line.
+	if b, _ := br.Peek(len(byteOrderMark)); string(b) == byteOrderMark {
+		br.Discard(len(byteOrderMark))
+	}
 	lp := newLineParser(key, o)
 	lp.unrecorded = unrecorded
 	for rep.Format == "" {
