@@ -1027,17 +1027,25 @@ func (l *line) readCombined(text []byte) error {
 		return fmt.Errorf("remote_addr %q: not an IP address", truncate(addr))
 	}
 	l.client = a
-	// "- $remote_user [": the user holds no spaces in nginx's own logs.
+	// "- $remote_user [$time_local] ": nginx escapes '"' in the user
+	// but not spaces or brackets, which a Basic auth user name may hold,
+	// so the quote that opens $request ends the user and the time, and
+	// the time opens at the last '['.
 	if len(s) < 2 || s[0] != '-' || s[1] != ' ' {
 		return errCombined
 	}
-	if _, s, ok = cutByte(s[2:], ' '); !ok || len(s) == 0 || s[0] != '[' {
+	s = s[2:]
+	q := strings.IndexByte(s, '"')
+	if q < 0 {
 		return errCombined
 	}
-	stamp, s, ok := cutByte(s[1:], ']')
-	if !ok {
+	head := strings.TrimRight(s[:q], " ")
+	open := strings.LastIndexByte(head, '[')
+	if open < 1 || head[open-1] != ' ' || head[len(head)-1] != ']' {
 		return errCombined
 	}
+	stamp := head[open+1 : len(head)-1]
+	s = s[q:]
 	t, err := time.Parse("02/Jan/2006:15:04:05 -0700", stamp)
 	if err != nil {
 		return fmt.Errorf("time_local %q: want 02/Jan/2006:15:04:05 -0700", truncate(stamp))

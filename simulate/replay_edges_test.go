@@ -34,3 +34,23 @@ func TestReplayReadsLogWithByteOrderMark(t *testing.T) {
 		t.Errorf("got exit %d, stdout %q, stderr %q; want 0, one request accepted, no bad line", code, out, errOut)
 	}
 }
+
+// TestReplayNginxUserWithSpaces: nginx escapes '"', '\' and bytes outside
+// printable ASCII in $remote_user, not spaces, and a Basic auth user name
+// may hold them (or a '['): the line is still in the combined format.
+func TestReplayNginxUserWithSpaces(t *testing.T) {
+	t.Parallel()
+	const log = `203.0.113.7 - John Smith [09/Mar/2026:10:00:01 +0000] "GET / HTTP/1.1" 200 512 "-" "curl/8.5.0"
+203.0.113.8 - a [b] c [09/Mar/2026:10:00:02 +0000] "GET / HTTP/1.1" 200 512 "-" "curl/8.5.0"
+203.0.113.9 -  [09/Mar/2026:10:00:03 +0000] "GET / HTTP/1.1" 200 512 "-" "curl/8.5.0"
+203.0.113.10 - bob [09/Mar/2026:10:00:04 +0000 "GET / HTTP/1.1" 200 512 "-" "curl/8.5.0"
+`
+	tr, rep := readLog(t, log, ReplayOptions{Key: []string{"ip"}})
+	want := []string{"203.0.113.7@1s", "203.0.113.8@2s", "203.0.113.9@3s"}
+	if got := consumersOf(tr); !slices.Equal(got, want) {
+		t.Errorf("got requests %q, want %q", got, want)
+	}
+	if wantBad := []BadLine{{4, "not in nginx's combined format"}}; !slices.Equal(rep.Bad, wantBad) {
+		t.Errorf("got bad lines %v, want %v", rep.Bad, wantBad)
+	}
+}
