@@ -658,9 +658,13 @@ func AppendPathKeyOf(dst []byte, path, rawPath string, fold bool) []byte {
 }
 
 // AppendQueryKey writes the value of the query source name for the raw
-// query, as the gateway reads it (see appendQuery). It reports false when
-// the gateway answers 400 for a parameter given more than once.
+// query, as the gateway reads it (see appendQuery and Key.Append). It
+// reports false when the gateway answers 400: for a parameter given more
+// than once, or a query of more than maxQueryParams parameters.
 func AppendQueryKey(dst []byte, raw, name string) ([]byte, bool) {
+	if strings.Count(raw, "&")+1 > maxQueryParams {
+		return dst, false
+	}
 	return appendQuery(dst, raw, name)
 }
 

@@ -1,9 +1,14 @@
 package simulate
 
 import (
+	"errors"
+	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/routes"
 )
 
 // TestReplayReadsLogWithByteOrderMark: a log saved by a Windows editor
@@ -52,5 +57,40 @@ func TestReplayNginxUserWithSpaces(t *testing.T) {
 	}
 	if wantBad := []BadLine{{4, "not in nginx's combined format"}}; !slices.Equal(rep.Bad, wantBad) {
 		t.Errorf("got bad lines %v, want %v", rep.Bad, wantBad)
+	}
+}
+
+// TestReplayLeavesOutQueryPastFrameworks: a query of more than 1,000
+// parameters, past which frameworks stop reading it, is answered 400 by
+// the gateway when a limit is keyed on a query parameter, before any limit
+// counts it; replay leaves it out as it leaves out a parameter given twice.
+func TestReplayLeavesOutQueryPastFrameworks(t *testing.T) {
+	t.Parallel()
+	target := "/v1/x?api_key=a" + strings.Repeat("&p=1", 1000)
+	cfg, err := routes.Parse("sluice.yaml", []byte(`
+routes:
+  - name: api
+    match: {path_prefix: /}
+    upstream: http://127.0.0.1:9000
+    limits: [{algorithm: fixed_window, limit: 1, window: 1m, key: [query:api_key]}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cfg.Table.Routes[0].Limits[0].Key.Append(nil, httptest.NewRequest("GET", target, nil), netip.MustParseAddr("203.0.113.7"), nil)
+	var amb *routes.AmbiguousError
+	if !errors.As(err, &amb) {
+		t.Fatalf("the gateway's key for %d parameters: got error %v, want an AmbiguousError", 1001, err)
+	}
+	ng := func(target string) string {
+		return `203.0.113.7 - - [09/Mar/2026:10:00:01 +0000] "GET ` + target + ` HTTP/1.1" 200 0 "-" "curl/8"` + "\n"
+	}
+	tr, rep := readLog(t, ng(target)+ng("/v1/x?api_key=b"), ReplayOptions{Key: []string{"query:api_key"}})
+	if rep.Refused != 1 || len(tr.Requests) != 1 || tr.Keys[tr.Requests[0].Consumer] != "b" {
+		t.Errorf("got %d refused, %d requests (keys %q); want 1 refused and the one keyed b", rep.Refused, len(tr.Requests), tr.Keys)
+	}
+	// Keyed on something else, the gateway reads no query: it is replayed.
+	if _, rep := readLog(t, ng(target), ReplayOptions{Key: []string{"ip"}}); rep.Refused != 0 || rep.Requests != 1 {
+		t.Errorf("keyed by ip: got %d refused, %d requests; want 0 and 1", rep.Refused, rep.Requests)
 	}
 }
