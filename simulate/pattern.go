@@ -23,7 +23,8 @@ type Pattern struct {
 	//   - poisson: each consumer's requests arrive at random, independent
 	//     of each other (a Poisson process of rate Rate);
 	//   - burst: each consumer sends a period's requests (Rate x 10s, on
-	//     average) all at once, at a random instant of every 10 s period.
+	//     average; less in a last period that Duration cuts short) all at
+	//     once, at a random instant of every 10 s period.
 	Shape     string
 	Rate      float64
 	Duration  time.Duration
@@ -79,10 +80,12 @@ func (pt Pattern) Traffic(window time.Duration) (*Traffic, error) {
 			tr.Requests = append(tr.Requests, Request{At: time.Duration(t), Consumer: int32(rng.IntN(n))})
 		}
 	case "burst":
-		per := pt.Rate * burstPeriod.Seconds()
 		for from := time.Duration(0); from < pt.Duration; from += burstPeriod {
 			start := len(tr.Requests)
 			span := min(burstPeriod, pt.Duration-from)
+			// A last period cut short by the duration sends its
+			// share of the rate, not a whole period's requests.
+			per := pt.Rate * span.Seconds()
 			for c := range n {
 				at := from + time.Duration(rng.Int64N(int64(span)))
 				// A fractional size is rounded at random, keeping the

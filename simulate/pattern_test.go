@@ -117,3 +117,27 @@ func TestPatternTooBigMessageNamesNoNegativeCount(t *testing.T) {
 		t.Errorf("got %q, want it to name -pattern", first)
 	}
 }
+
+// TestPatternBurstKeepsTheRateInAShortPeriod: README "Generated traffic",
+// each consumer sends R requests per second on average for D. A duration
+// that ends within a 10-second period sends that period's share of the
+// rate, not a whole period's requests in the part of it that remains.
+func TestPatternBurstKeepsTheRateInAShortPeriod(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		duration time.Duration
+		want     int
+	}{
+		{time.Second, 2},
+		{15 * time.Second, 30},
+		{30 * time.Second, 60},
+	} {
+		tr, err := Pattern{Shape: "burst", Rate: 2, Duration: tc.duration, Consumers: 1, Seed: 1}.Traffic(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tr.Requests) != tc.want {
+			t.Errorf("-rate 2 -duration %s: got %d requests, want %d", tc.duration, len(tr.Requests), tc.want)
+		}
+	}
+}
