@@ -340,8 +340,17 @@ func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
 }
 
 // leaseFieldArg is the index in leaseArgs of the token_bucket field that
-// holds the instance's leased units.
+// holds the lease's units.
 const leaseFieldArg = 11
+
+// leaseField is the token_bucket field that holds what lease l has leased
+// and not reported spent: one per lease, written by its calls alone, so
+// that a call may say what the lease holds (see refill) without a lease
+// of the same bucket before it (given back as it went idle, its call
+// perhaps still on the way) counting in it.
+func (s *Store) leaseField(l *lease) string {
+	return "o:" + s.id + "/" + strconv.FormatInt(l.id, 10)
+}
 
 // leaseArgs builds the arguments of one lease.lua call.
 func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent, refunds int64, ttl time.Duration) []string {
@@ -360,7 +369,7 @@ func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMa
 		strconv.FormatInt(back, 10),
 		strconv.FormatInt(backMark, 10),
 		strconv.FormatInt(spent, 10),
-		"o:" + s.id, // leaseFieldArg
+		"o:" + s.id, // leaseFieldArg: no lease's (a look, takeOne)
 		strconv.FormatInt(micros(ttl), 10),
 		strconv.FormatInt(refunds, 10),
 	}
@@ -439,10 +448,12 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
 	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy
-	ttl := l.ttlLocked(want)
+	args := s.leaseArgs(now, p, want, back, backMark, spent, refunds, l.ttlLocked(want))
+	args[leaseFieldArg] = s.leaseField(l)
+	args = append(args, strconv.FormatInt(l.units+l.held, 10))
 	l.mu.Unlock()
 
-	rep, err := s.leaseCall(ctx, c, now, p, l.key, want, back, backMark, spent, refunds, ttl)
+	rep, err := s.runLease(ctx, c, p, l.key, args, want, back)
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -873,7 +884,9 @@ func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease)
 			continue
 		}
 		rets = append(rets, ret{p, l.key, back})
-		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, 0, back, mark, spent, refunds, leaseTTL)})
+		args := s.leaseArgs(now, p, 0, back, mark, spent, refunds, leaseTTL)
+		args[leaseFieldArg] = s.leaseField(l)
+		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: args})
 	}
 	if len(execs) == 0 {
 		return

@@ -19,11 +19,14 @@
 -- ARGV[9]   units given back, unspent
 -- ARGV[10]  window start in us the given-back units were counted in
 --           (fixed_window, sliding_window_counter)
--- ARGV[11]  token_bucket: units spent since this instance's last call
--- ARGV[12]  token_bucket: the instance's field, 'o:' .. its id
+-- ARGV[11]  token_bucket: units spent since the lease's last call
+-- ARGV[12]  token_bucket: the lease's field, 'o:' .. the instance's id ..
+--           '/' .. the lease's
 -- ARGV[13]  token_bucket: how long a grant may be spent, us
 -- ARGV[14]  token_bucket: admitted units refunded (count_status) after
 --           they were reported spent
+-- ARGV[15]  token_bucket: the units the lease holds, besides those this
+--           call reports, or '' (a give-back of a lease that is gone)
 --
 -- Reply: {granted, now_us, valid_us, mark, remaining, retry_ns, reset_ns}:
 -- the units granted; the script's time; how long from now the instance
@@ -34,7 +37,7 @@
 -- the bucket is whole.
 --
 -- token_bucket hash: 'l' the level in us of refill (tokens x interval),
--- 't' its time in us, and per instance 'o:ID' = 'units expiry_us': units
+-- 't' its time in us, and per lease 'o:ID/N' = 'units expiry_us': units
 -- leased and not yet reported spent or given back. The refill is capped
 -- at burst minus every instance's outstanding units, so the level plus
 -- the units leased and unspent never exceed the burst.
@@ -154,6 +157,15 @@ mine = mine - sp
 local gb = math.min(back, mine)
 mine = mine - gb
 level = level + gb * t
+-- Units the lease does not hold were granted by a call whose reply it
+-- never had (the timeout passed, the script ran all the same): they are
+-- spent nowhere, and counted on, renewed with the lease's later grants,
+-- they would keep the refill below the burst for as long as the lease
+-- lives. Dropped as spent, their room refills from now on. (Only the
+-- lease's own calls write its field, one at a time, so what it holds as
+-- the call leaves is all the field may still count.)
+local have = tonumber(ARGV[15] or '')
+if have ~= nil then mine = math.min(mine, have) end
 local outNow = mine
 for _, e in ipairs(fields) do
   if e[3] > now and e[1] ~= me then outNow = outNow + e[2] end

@@ -108,7 +108,8 @@ func TestLeaseIdleGivesBack(t *testing.T) {
 		decide1(t, s, time.Now(), fw, tb)
 	}
 	s.refills.Wait()
-	if got := srv.Do("HEXISTS", Key("", tb), "o:"+s.id); got != "1" {
+	field := leaseFieldOf(t, s, tb)
+	if got := srv.Do("HEXISTS", Key("", tb), field); got != "1" {
 		t.Fatalf("token_bucket holding of this instance: HEXISTS got %q, want 1", got)
 	}
 	c := s.client.Load()
@@ -116,7 +117,7 @@ func TestLeaseIdleGivesBack(t *testing.T) {
 	if got := windowCount(t, srv, fw); got != 100 {
 		t.Errorf("fixed_window count after the sweep: got %d, want the 100 admitted", got)
 	}
-	if got := srv.Do("HEXISTS", Key("", tb), "o:"+s.id); got != "0" {
+	if got := srv.Do("HEXISTS", Key("", tb), field); got != "0" {
 		t.Errorf("token_bucket holding after the sweep: HEXISTS got %q, want 0 (given back and spent reported)", got)
 	}
 	if n := s.leases.len(); n != 0 {

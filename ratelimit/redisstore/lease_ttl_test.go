@@ -66,7 +66,8 @@ func TestLeaseTokenBucketRenewalLostReply(t *testing.T) {
 		at = at.Add(500 * time.Millisecond)
 	}
 	units, deadline := lease(a)
-	t.Logf("a after steady traffic: %d units until %v; Redis %s", units, deadline, srv.Do("HGET", key, "o:"+a.id))
+	field := leaseFieldOf(t, a, r)
+	t.Logf("a after steady traffic: %d units until %v; Redis %s", units, deadline, srv.Do("HGET", key, field))
 	if units < 8 || deadline < 5*time.Second {
 		t.Fatalf("a holds %d units until %v, want a steady batch with a long grant", units, deadline)
 	}
@@ -77,7 +78,7 @@ func TestLeaseTokenBucketRenewalLostReply(t *testing.T) {
 		t.Fatalf("a holds %d units, want at least 8 (no refill due yet)", units)
 	}
 	at = at.Add(1500 * time.Millisecond)
-	before := srv.Do("HGET", key, "o:"+a.id)
+	before := srv.Do("HGET", key, field)
 	srv.Pause()
 	if !decide1(t, a, at, r)[0].Allowed {
 		t.Fatal("a rejected a request its lease holds units for")
@@ -86,11 +87,11 @@ func TestLeaseTokenBucketRenewalLostReply(t *testing.T) {
 	a.refills.Wait() // timed out
 	srv.Resume()
 	// The script runs once Redis reads the call.
-	if _, ok := waitFor(5*time.Second, func() bool { return srv.Do("HGET", key, "o:"+a.id) != before }); !ok {
+	if _, ok := waitFor(5*time.Second, func() bool { return srv.Do("HGET", key, field) != before }); !ok {
 		t.Fatal("the call whose reply was lost never ran")
 	}
 	units, deadline = lease(a)
-	t.Logf("a after the lost reply at %v: %d units until %v; Redis %s", at.Sub(t0), units, deadline, srv.Do("HGET", key, "o:"+a.id))
+	t.Logf("a after the lost reply at %v: %d units until %v; Redis %s", at.Sub(t0), units, deadline, srv.Do("HGET", key, field))
 	lost := at
 
 	// b calls once after the 1s grant's end, then the bucket refills.
@@ -172,6 +173,7 @@ func TestLeaseTokenBucketLapseDuringRefill(t *testing.T) {
 	wg.Wait()
 	s.refills.Wait()
 	l := lease()
+	field := s.leaseField(l)
 	// The holding nears its end, as a grant made seconds ago would leave
 	// it (Redis's expiry no earlier than the lease's deadline).
 	end := time.Now().Add(500 * time.Millisecond)
@@ -180,10 +182,10 @@ func TestLeaseTokenBucketLapseDuringRefill(t *testing.T) {
 	units := l.units
 	l.mu.Unlock()
 	var mine, expiry int64
-	if _, err := fmt.Sscan(srv.Do("HGET", key, "o:"+s.id), &mine, &expiry); err != nil {
+	if _, err := fmt.Sscan(srv.Do("HGET", key, field), &mine, &expiry); err != nil {
 		t.Fatal(err)
 	}
-	srv.Do("HSET", key, "o:"+s.id, fmt.Sprintf("%d %d", mine, end.Add(time.Millisecond).UnixMicro()))
+	srv.Do("HSET", key, field, fmt.Sprintf("%d %d", mine, end.Add(time.Millisecond).UnixMicro()))
 	t.Logf("after the burst: %d units, Redis counts %d", units, mine)
 	if units*2 < 16 {
 		t.Fatalf("the lease holds %d units, want at least 8 (no refill due yet)", units)
@@ -219,7 +221,7 @@ func TestLeaseTokenBucketLapseDuringRefill(t *testing.T) {
 	paused = false
 	s.refills.Wait()
 	mine = 0
-	fmt.Sscan(srv.Do("HGET", key, "o:"+s.id), &mine, &expiry)
+	fmt.Sscan(srv.Do("HGET", key, field), &mine, &expiry)
 	l.mu.Lock()
 	units, spent, held := l.units, l.spent, l.held
 	l.mu.Unlock()
