@@ -54,6 +54,57 @@ func TestStatusBelow100IsBadGateway(t *testing.T) {
 	}
 }
 
+// TestRefusedBodilessAnswerLetsGo is TestStatusBelow100IsBadGateway for an
+// answer that has no body to leave unread (Content-Length: 0, or any
+// answer to HEAD), on both paths: the client gets 502, and the upstream's
+// connection, which answered what sluice refuses, is closed all the same
+// rather than kept for the next request.
+func TestRefusedBodilessAnswerLetsGo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, method, body string
+	}{
+		{"GET", "GET", ""},
+		{"HEAD", "HEAD", ""},
+		{"POST", "POST", "body"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			closed := make(chan bool, 1)
+			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				req, err := http.ReadRequest(br)
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				io.WriteString(c, "HTTP/1.1 099 Weird\r\nContent-Length: 0\r\n\r\n")
+				select {
+				case closed <- closedBy(c, br, 3*time.Second):
+				default: // a connection after the first
+				}
+			})
+			srv, _ := newTestGateway(t, "routes:\n  - name: up\n    upstream: %s\n", up.url())
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			req, _ := http.NewRequest(tc.method, srv.URL+"/", body)
+			resp, err := testClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadGateway {
+				t.Errorf("got %d, want 502", resp.StatusCode)
+			}
+			if !<-closed {
+				t.Errorf("sluice still held the upstream connection 3 s after answering 502")
+			}
+		})
+	}
+}
+
 // TestUnaskedSwitchOnBodyPathLetsGo is TestGatewayUnaskedSwitchIsBadGateway
 // for a request http.Transport carries (a POST with a body): the upstream
 // switches protocols unasked. The client gets 502, and the upstream

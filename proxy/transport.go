@@ -383,8 +383,11 @@ func (t *Transport) exchange(ctx context.Context, c *h1Conn, req *http.Request) 
 		return nil, err
 	}
 	// After a 101 the connection speaks another protocol (ReverseProxy
-	// answers 502 to one no upgrade asked for): it is never reused.
-	keep := !resp.Close && resp.StatusCode != http.StatusSwitchingProtocols
+	// answers 502 to one no upgrade asked for), and a final status below
+	// 100 is no HTTP answer at all (the gateway answers 502 to it): as
+	// http.Transport keeps no connection whose final status is below 200,
+	// neither is reused, even when no body is left on it.
+	keep := !resp.Close && resp.StatusCode >= 200
 	if resp.Body == http.NoBody {
 		if stop() && keep && c.br.Buffered() == 0 {
 			t.keep(c)
