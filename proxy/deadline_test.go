@@ -61,7 +61,10 @@ func TestTunnelEndsAfterIdle(t *testing.T) {
 	for round := 1; ; round++ {
 		c, ended = new(closeConn), new(atomic.Int64)
 		last := time.Now() // at or before the touch newIdleConn makes
-		ic = newIdleConn(c, idle, func(error) { ended.CompareAndSwap(0, time.Now().UnixNano()) })
+		// The round's own: the timer of a round given up may still fire
+		// while the next round sets ended anew.
+		roundEnded := ended
+		ic = newIdleConn(c, idle, func(error) { roundEnded.CompareAndSwap(0, time.Now().UnixNano()) })
 		var longest time.Duration // the longest span holding two touches in a row
 		for end := time.Now().Add(4 * idle); time.Now().Before(end); {
 			time.Sleep(idle / 5)
