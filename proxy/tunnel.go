@@ -28,6 +28,7 @@ type idleConn struct {
 	end   func(cause error) // nil for none
 	by    atomic.Int64      // when the tunnel is idle unless a byte crosses, Unix ns
 	timer *time.Timer
+	shut  atomic.Bool // Close was called: check moves the timer no more
 }
 
 func newIdleConn(c net.Conn, idle time.Duration, end func(cause error)) *idleConn {
@@ -54,6 +55,7 @@ func (c *idleConn) Write(p []byte) (int, error) {
 }
 
 func (c *idleConn) Close() error {
+	c.shut.Store(true)
 	c.timer.Stop()
 	return c.Conn.Close()
 }
@@ -98,8 +100,16 @@ func (c *idleConn) touch() { c.by.Store(time.Now().Add(c.idle).UnixNano()) }
 // then ends it. The timer is moved only here, once per idle at the most,
 // not for every byte.
 func (c *idleConn) check() {
+	if c.shut.Load() {
+		return
+	}
 	if left := time.Duration(c.by.Load() - time.Now().UnixNano()); left > 0 {
 		c.timer.Reset(left)
+		if c.shut.Load() {
+			// Close ran beside this check, its Stop perhaps before
+			// the Reset: the timer stays stopped.
+			c.timer.Stop()
+		}
 		return
 	}
 	if c.end != nil {
