@@ -30,38 +30,52 @@ func newLeaseMetrics() leaseMetrics {
 // result: granted, exhausted, returned or error. It is called per round
 // trip, not per request, so the label lookup is affordable. An override's
 // leases ("NAME#overrideN") count under NAME, as the configuration names
-// the policy, and every lease method takes names the same way.
+// the policy, and every lease method takes names the same way. A policy
+// the configuration serving has not makes no series (a reload removed it,
+// and the store gives back a lease it still held): no later reload would
+// remove it.
 func (m *Metrics) LeaseRequest(policy, result string) {
 	if m == nil {
 		return
 	}
 	policy = policyOf(policy)
-	m.track(policy)
-	m.lease.requests.WithLabelValues(policy, result).Inc()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.policies[policy]; ok {
+		m.lease.requests.WithLabelValues(policy, result).Inc()
+	}
 }
 
 // LeaseFallback sets whether leased policy decides locally with limit / N.
+// Like LeaseRequest, it makes no series for a policy no longer served.
 func (m *Metrics) LeaseFallback(policy string, on bool) {
 	if m == nil {
 		return
 	}
 	policy = policyOf(policy)
-	m.track(policy)
 	v := 0.0
 	if on {
 		v = 1
 	}
-	m.lease.fallback.WithLabelValues(policy).Set(v)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.policies[policy]; ok {
+		m.lease.fallback.WithLabelValues(policy).Set(v)
+	}
 }
 
 // LeaseDeclare makes the fallback series of leased policy, at 0, when it
 // has none yet: an alert on it finds a series before Redis ever failed.
+// Declare a configuration's leased policies before it serves: until then
+// LeaseRequest and LeaseFallback count nothing for them.
 func (m *Metrics) LeaseDeclare(policy string) {
 	if m == nil {
 		return
 	}
 	policy = policyOf(policy)
-	m.track(policy)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.policies[policy] = struct{}{}
 	m.lease.fallback.WithLabelValues(policy)
 }
 
@@ -71,11 +85,4 @@ func (m *Metrics) LeaseInstances(n int) {
 		return
 	}
 	m.lease.instances.Set(float64(n))
-}
-
-// track remembers policy for Retain.
-func (m *Metrics) track(policy string) {
-	m.mu.Lock()
-	m.policies[policy] = struct{}{}
-	m.mu.Unlock()
 }

@@ -534,3 +534,28 @@ func TestReloadRetiresQueueOfPolicyWhoseLeakyRouteWent(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovedLeasedPolicyMakesNoSeries: a reload removes a leased policy,
+// and the Redis store then gives its idle lease back and ends its
+// fallback, as it does in the background for the leases it still holds.
+// Neither brings the removed policy's series back.
+func TestRemovedLeasedPolicyMakesNoSeries(t *testing.T) {
+	t.Parallel()
+	m := New()
+	m.LeaseDeclare("gone")
+	m.LeaseRequest("gone", "granted")
+	m.LeaseFallback("gone", true)
+	m.Retain(nil, nil) // the reload that removes it
+	m.LeaseRequest("gone", "returned")
+	m.LeaseRequest("gone#override1", "returned")
+	m.LeaseFallback("gone", false)
+	for name, mf := range families(t, m) {
+		for _, s := range mf.GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "policy" && l.GetValue() == "gone" {
+					t.Errorf("%s{%s}: exported after a reload removed policy gone", name, labels(s))
+				}
+			}
+		}
+	}
+}

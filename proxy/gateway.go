@@ -122,13 +122,8 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 		s.routes[r] = g.compileRoute(r)
 	}
 	s.unmatched = g.metrics.Route(UnmatchedRoute, nil)
-	g.current.Store(s)
-	// Series of routes and policies the new configuration no longer has
-	// would otherwise linger in every scrape.
-	names := []string{UnmatchedRoute}
-	for _, r := range cfg.Table.Routes {
-		names = append(names, r.Name)
-	}
+	// Leased policies are declared before they serve: their first round
+	// trips count.
 	policies := make([]string, 0, len(cfg.Policies))
 	leased := false
 	for name, p := range cfg.Policies {
@@ -137,6 +132,13 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 			g.metrics.LeaseDeclare(name)
 			leased = true
 		}
+	}
+	g.current.Store(s)
+	// Series of routes and policies the new configuration no longer has
+	// would otherwise linger in every scrape.
+	names := []string{UnmatchedRoute}
+	for _, r := range cfg.Table.Routes {
+		names = append(names, r.Name)
 	}
 	if d, ok := store.(interface {
 		DeclareLeases()
