@@ -69,6 +69,9 @@ func Handler(m *metrics.Metrics, src Source) http.Handler {
 		var h http.Handler
 		switch r.URL.Path {
 		case "/metrics":
+			// promhttp sets no Cache-Control; a cache between the
+			// scraper and sluice would serve stale counters.
+			w.Header().Set("Cache-Control", "no-store")
 			h = mh
 		case "/healthz":
 			h = http.HandlerFunc(healthz)
