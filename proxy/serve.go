@@ -104,8 +104,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
-				// The answer was cut short: what it holds stays spent.
-				g.keepHeld(s, rt, r, ex)
+				// The answer was cut short (the upstream broke off its
+				// body, or the client stopped taking it): what it holds
+				// stays spent, and it is still a request answered, with
+				// its access line and its count. net/http then closes
+				// the connection.
+				g.finish(s, rt, rec, r, ex, start)
 				panic(v)
 			}
 			g.log.Error("panic serving request", "request_id", ex.id, "panic", fmt.Sprint(v))
