@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,47 @@ func TestRequestIDOnceWhenUpstreamEchoes(t *testing.T) {
 				t.Errorf("X-Request-Id: got %q, want exactly one, the id sent upstream (%q when the client sent one)", got, tc.sent)
 			}
 		})
+	}
+}
+
+// TestClientRequestIDBounds: a client's X-Request-Id is kept when it is 1
+// to 128 visible ASCII characters, and otherwise replaced by a generated
+// 32-hex-digit id; the upstream and the client see the same one.
+func TestClientRequestIDBounds(t *testing.T) {
+	t.Parallel()
+	seen := make(chan string, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- strings.Join(r.Header.Values("X-Request-Id"), ",")
+	}))
+	defer up.Close()
+	srv, _ := newTestGateway(t, benchConfig, up.URL)
+	long := strings.Repeat("a", 128)
+	for _, tc := range []struct {
+		name, sent string
+		kept       bool
+	}{
+		{"visible ASCII", `a!"~\{}`, true},
+		{"128 characters", long, true},
+		{"129 characters", long + "b", false},
+		{"a space", "abc def", false},
+		{"not ASCII", "caf\u00e9", false},
+	} {
+		req, _ := http.NewRequest("GET", srv.URL+"/plain", nil)
+		req.Header["X-Request-Id"] = []string{tc.sent}
+		resp, err := testClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		resp.Body.Close()
+		got, upstream := resp.Header.Get("X-Request-Id"), <-seen
+		if got != upstream {
+			t.Errorf("%s: client got %q, upstream %q; want the same id", tc.name, got, upstream)
+		}
+		if tc.kept && got != tc.sent {
+			t.Errorf("%s: got %q, want the client's %q kept", tc.name, got, tc.sent)
+		}
+		if !tc.kept && (len(got) != 32 || strings.Trim(got, "0123456789abcdef") != "") {
+			t.Errorf("%s: got %q, want a generated id of 32 hex digits", tc.name, got)
+		}
 	}
 }
