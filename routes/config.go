@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -211,6 +212,40 @@ var parserErrors = map[string]bool{
 	"found duplicate %TAG directive":         true,
 }
 
+// readerErrors are the messages of the YAML parser's reader, which
+// decodes the input's characters; they name no line.
+var readerErrors = map[string]bool{
+	"invalid leading UTF-8 octet":        true,
+	"incomplete UTF-8 octet sequence":    true,
+	"invalid trailing UTF-8 octet":       true,
+	"invalid length of a UTF-8 sequence": true,
+	"invalid Unicode character":          true,
+	"control characters are not allowed": true,
+}
+
+// badCharLine is the line of the first character of UTF-8 data that is
+// not valid UTF-8 or not allowed in YAML, counting line breaks as YAML
+// does (LF, CR, CR LF, NEL, LS, PS); 1 if there is none.
+func badCharLine(data []byte) int {
+	line := 1
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return line
+		case r == '\r' && i+1 < len(data) && data[i+1] == '\n':
+		case r == '\n' || r == '\r' || r == 0x85 || r == 0x2028 || r == 0x2029:
+			line++
+		case r == '\t', r >= 0x20 && r <= 0x7e, r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000:
+		default:
+			return line
+		}
+		i += size
+	}
+	return 1
+}
+
 // unknownAnchor is the parser's error for an alias of an anchor never
 // defined; unlike the others it names no line.
 var unknownAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
@@ -276,6 +311,15 @@ func (d *decoder) document(data []byte) *yaml.Node {
 			} else if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
 				msg = strings.TrimPrefix(msg, "yaml: ")
 				line = aliasLine(data, m[1])
+			} else {
+				// The parser names no line for a problem on the first
+				// line, nor for one of its reader's, which are about a
+				// character: the first one that is not valid UTF-8 or
+				// that YAML does not allow.
+				msg = strings.TrimPrefix(msg, "yaml: ")
+				if readerErrors[msg] {
+					line = badCharLine(data)
+				}
 			}
 			d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: 1, Message: "syntax error: " + msg})
 			return nil

@@ -315,6 +315,16 @@ func TestSyntaxErrorLines(t *testing.T) {
 		{"listen: x\nadmin: \"a *nope\"\nroutes: [*nope]\n", "f.yaml:3:1: syntax error: unknown anchor 'nope' referenced"},
 		{"a: &n 1\nb:\n  <<: *no\n", "f.yaml:3:1: syntax error: unknown anchor 'no' referenced"},
 		{"a: it's # *no\nb: [*no]\n", "f.yaml:2:1: syntax error: unknown anchor 'no' referenced"},
+		// Nor for a problem on the first line, where the message lost
+		// its "yaml: " prefix only when a line was named.
+		{"store: {redis: {password: ${P}}}\n", "f.yaml:1:1: syntax error: did not find expected ',' or '}'"},
+		// Nor for a character the reader refuses: the line is that of
+		// the first such character, line breaks counted as YAML does.
+		{"listen: x\nadmin: \xff\n", "f.yaml:2:1: syntax error: invalid leading UTF-8 octet"},
+		{"listen: x\n\n\nadmin: \"a\x01\"\n", "f.yaml:4:1: syntax error: control characters are not allowed"},
+		{"\ufefflisten: x\r\nadmin: x\r\n# caf\u00e9 \x7f\n", "f.yaml:3:1: syntax error: control characters are not allowed"},
+		{"a: 1\rb: \"\xed\xa0\x80\"\n", "f.yaml:2:1: syntax error: invalid Unicode character"},
+		{"a: \"x\xc3\"\n", "f.yaml:1:1: syntax error: invalid trailing UTF-8 octet"},
 	} {
 		_, err := Parse("f.yaml", []byte(tc.yaml), nil)
 		if err == nil || err.Error() != tc.want {
