@@ -32,7 +32,7 @@ func parseSize(s string) (int64, error) {
 		}
 	}
 	num = strings.ReplaceAll(num, "_", "")
-	if num == "" || strings.ContainsAny(num, "+-eE/") || strings.Count(num, ".") > 1 || strings.HasPrefix(num, ".") || strings.HasSuffix(num, ".") {
+	if !decimal(num) {
 		return 0, fmt.Errorf("invalid size %q (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)", s)
 	}
 	r, ok := new(big.Rat).SetString(num)
@@ -67,4 +67,21 @@ func (d *decoder) size(m map[string]entry, name, path string) val[int64] {
 		return val[int64]{}
 	}
 	return val[int64]{n, true, e.val}
+}
+
+// decimal reports whether s is digits, optionally with a fraction: big.Rat
+// would also take a sign, an exponent, a fraction a/b and the base
+// prefixes 0x, 0o and 0b, none of which a size is written with.
+func decimal(s string) bool {
+	whole, frac, hasFrac := strings.Cut(s, ".")
+	return digits(whole) && (!hasFrac || digits(frac))
+}
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
 }

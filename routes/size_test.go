@@ -31,6 +31,18 @@ func TestParseSize(t *testing.T) {
 		{"10TB", 0, `invalid size "10TB" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
 		{"1/2KB", 0, `invalid size "1/2KB" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
 		{".5KB", 0, `invalid size ".5KB" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"010", 10, ""},
+		{"1.5kb", 1500, ""},
+		// big.Rat reads these as numbers; a size is decimal digits only.
+		{"0x10", 0, `invalid size "0x10" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"0X10KB", 0, `invalid size "0X10KB" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"0b11B", 0, `invalid size "0b11B" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"0o17", 0, `invalid size "0o17" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"0x1p4", 0, `invalid size "0x1p4" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"0x1.8KB", 0, `invalid size "0x1.8KB" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"1.KB", 0, `invalid size "1.KB" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"1.2.3", 0, `invalid size "1.2.3" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
+		{"+5", 0, `invalid size "+5" (want bytes, or a number and a unit: B, KB, MB, GB, KiB, MiB, GiB, like 10MiB)`},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			t.Parallel()
