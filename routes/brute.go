@@ -305,7 +305,7 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, co
 			}
 			prefixes = append(prefixes, netip.PrefixFrom(pre.Addr().Unmap(), bitsUnmapped(pre)))
 		}
-		ov := d.override(in, m, p, base, i)
+		ov := d.override(in, m, p, base, i, compiled)
 		if !compiled || ov == nil {
 			continue
 		}
@@ -358,8 +358,9 @@ func bitsUnmapped(p netip.Prefix) int {
 	return p.Bits()
 }
 
-// override decodes the settings of entry i and compiles its policy.
-func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base ratelimit.Policy, i int) *Override {
+// override decodes the settings of entry i and compiles its policy;
+// compiled says whether the policy itself compiled.
+func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base ratelimit.Policy, i int, compiled bool) *Override {
 	before := len(d.probs)
 	exempt := d.boolean(m, "exempt", path)
 	limit := d.integer(m, "limit", path)
@@ -426,10 +427,17 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 		if f == "queue" && !queue.set && maxWait.set {
 			f, msg = "max_wait", "only leaky_bucket has a max_wait"
 		}
-		if nd := set[f]; nd != nil {
+		switch nd := set[f]; {
+		case nd != nil:
 			d.errorf(nd, field(path, f), "%s", msg)
+		case compiled:
+			// A field the override leaves to the policy, valid there
+			// but not with the override's numbers: burst x interval
+			// too long once the override's window is longer.
+			d.errorf(n, field(path, f), "%s (with this override's numbers)", msg)
 		}
-		// Complaints about the policy's own fields are filed there.
+		// Otherwise the complaint is about the policy's own fields,
+		// which is filed there.
 	}
 	if len(d.probs) > before || pol == nil {
 		return nil

@@ -47,6 +47,10 @@ testdata/bad_count_status.yaml:8:12: policies.logins.block: must be > 0
 testdata/bad_count_status.yaml:14:19: policies.shaped.count_status: not allowed on leaky_bucket: a request that left the queue cannot be undone
 testdata/bad_count_status.yaml:20:19: policies.empty.count_status: must list at least one status, like [401, 403] or [4xx]`},
 	{"bad_override_zero.yaml", `testdata/bad_override_zero.yaml:9:16: policies.api.overrides[0].burst: must be > 0; leave it out for the policy's`},
+	// A field an override leaves to the policy may not fit the numbers
+	// the override sets; the override is refused, not dropped.
+	{"bad_override_spans.yaml", `testdata/bad_override_spans.yaml:10:9: policies.api.overrides[0].burst: burst x interval (20 x 876000h0m0s) must be at most 100 years: the bucket could not be counted (with this override's numbers)
+testdata/bad_override_spans.yaml:14:9: policies.api.overrides[1].limit: the interval window / limit is 10.1µs, not a whole number of microseconds; rounded up to 11µs it would admit 8.18% fewer requests than 100 per 1.01ms (at most 0.1% is allowed) (with this override's numbers)`},
 	{"bad_overrides.yaml", `testdata/bad_overrides.yaml:9:9: policies.api.overrides[0].clients: set keys or clients, not both
 testdata/bad_overrides.yaml:11:19: policies.api.overrides[1].clients[0]: invalid CIDR "10.20.1.0/16": host bits are set (did you mean 10.20.0.0/16?)
 testdata/bad_overrides.yaml:11:44: policies.api.overrides[1].clients[2]: invalid CIDR "nonsense": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
