@@ -412,14 +412,23 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 	if maxWait.set {
 		p.MaxWait = maxWait.v
 	}
+	reported := map[string]bool{}
+	if compiled {
+		for _, f := range onlyFor(burst.set, queue.set, maxWait.set) {
+			if p.Algorithm != f.alg {
+				d.errorf(set[f.name], field(path, f.name), "only %s has a %s", f.alg, f.name)
+				reported[f.name] = true
+			}
+		}
+	}
 	// As on the policy itself, an explicit zero is not the default.
 	if burst.set && burst.v == 0 && p.Algorithm == ratelimit.TokenBucket {
 		d.errorf(burst.n, field(path, "burst"), "must be > 0; leave it out for the policy's")
-		delete(set, "burst")
+		reported["burst"] = true
 	}
 	if maxWait.set && maxWait.v == 0 && p.Algorithm == ratelimit.LeakyBucket {
 		d.errorf(maxWait.n, field(path, "max_wait"), "must be > 0; leave it out for the policy's")
-		delete(set, "max_wait")
+		reported["max_wait"] = true
 	}
 	pol, err := ratelimit.NewPolicy(p)
 	for _, e := range unjoin(err) {
@@ -428,6 +437,7 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 			f, msg = "max_wait", "only leaky_bucket has a max_wait"
 		}
 		switch nd := set[f]; {
+		case reported[f]:
 		case nd != nil:
 			d.errorf(nd, field(path, f), "%s", msg)
 		case compiled:

@@ -178,6 +178,14 @@ testdata/bad_spans.yaml:36:12: policies.lockout.block: must be at most 100 years
 testdata/bad_spans.yaml:45:9: routes[0].limits[3]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])
 testdata/bad_spans.yaml:48:54: routes[0].limits[6].window: 1.5µs is not a whole number of microseconds, which the stores count in
 testdata/bad_spans.yaml:49:64: routes[0].limits[7].block: must be at most 100 years (876000h0m0s)`},
+	// A zero is what an absent field compiles to, but written on an
+	// algorithm that has no such field it is as wrong as any other value.
+	{"bad_zero_wrong_algorithm.yaml", `testdata/bad_zero_wrong_algorithm.yaml:6:12: policies.per-ip.burst: only token_bucket has a burst
+testdata/bad_zero_wrong_algorithm.yaml:12:12: policies.per-key.queue: only leaky_bucket has a queue
+testdata/bad_zero_wrong_algorithm.yaml:13:15: policies.per-key.max_wait: only leaky_bucket has a max_wait
+testdata/bad_zero_wrong_algorithm.yaml:17:16: policies.per-key.overrides[0].queue: only leaky_bucket has a queue
+testdata/bad_zero_wrong_algorithm.yaml:25:16: policies.shaping.overrides[0].burst: only token_bucket has a burst
+testdata/bad_zero_wrong_algorithm.yaml:29:103: routes[0].limits[2].burst: only token_bucket has a burst`},
 	{"bad_zero_window.yaml", `testdata/bad_zero_window.yaml:7:54: routes[1].limits[0].window: must be > 0`},
 }
 

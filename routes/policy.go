@@ -130,6 +130,16 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 		}
 		p.Algorithm = a
 	}
+	if alg.set && !skip["algorithm"] {
+		// NewPolicy sees only the numbers, and a zero is what an absent
+		// field gives it: burst: 0 on a fixed_window would pass.
+		for _, f := range onlyFor(burst.set, queue.set, maxWait.set) {
+			if p.Algorithm != f.alg {
+				d.errorf(m[f.name].val, field(path, f.name), "only %s has a %s", f.alg, f.name)
+				skip[f.name] = true
+			}
+		}
+	}
 	nodes := map[string]*yaml.Node{
 		"algorithm": alg.n, "limit": limit.n, "window": window.n,
 		"burst": burst.n, "queue": queue.n, "max_wait": maxWait.n,
@@ -207,4 +217,29 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// algField is a policy field that only one algorithm takes.
+type algField struct {
+	name string
+	alg  ratelimit.Algorithm
+}
+
+// onlyFor returns those of burst, queue and max_wait that are set, each
+// with the one algorithm that takes it.
+func onlyFor(burst, queue, maxWait bool) []algField {
+	var out []algField
+	for _, f := range []struct {
+		set bool
+		algField
+	}{
+		{burst, algField{"burst", ratelimit.TokenBucket}},
+		{queue, algField{"queue", ratelimit.LeakyBucket}},
+		{maxWait, algField{"max_wait", ratelimit.LeakyBucket}},
+	} {
+		if f.set {
+			out = append(out, f.algField)
+		}
+	}
+	return out
 }
