@@ -195,6 +195,20 @@ func TestACMETLSALPN01(t *testing.T) {
 	if got := srv.Issued(); got != 1 {
 		t.Errorf("certificates issued: got %d, want 1", got)
 	}
+
+	// Any client can name any host in its SNI: only acme.domains are
+	// ever ordered, so a handshake for another name, as a browser or as
+	// a validation would send it, fails and asks the CA for nothing.
+	for _, protos := range [][]string{{"h2", "http/1.1"}, {"acme-tls/1"}} {
+		for _, sni := range []string{"other.sluice.test", "x." + name} {
+			if cs, err := handshake(tlsLn.Addr().String(), &tls.Config{ServerName: sni, NextProtos: protos, InsecureSkipVerify: true}); err == nil {
+				t.Errorf("handshake for SNI %q offering %q: got a certificate for %v, want a failed handshake", sni, protos, cs.PeerCertificates[0].DNSNames)
+			}
+		}
+	}
+	if got := srv.Orders(); got != 1 {
+		t.Errorf("orders after handshakes for names not in acme.domains: got %d, want 1", got)
+	}
 }
 
 func TestACMEUnreachableCA(t *testing.T) {
