@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -118,5 +120,110 @@ func TestHostNotSNIRoutes(t *testing.T) {
 		if resp.StatusCode != http.StatusOK || string(body) != "b" || resp.TLS.PeerCertificates[0].Subject.CommonName != "a.example.test" {
 			t.Errorf("%s, SNI a.example.test, Host b.example.test: got %d %q with the certificate of %s, want 200 \"b\" with that of a.example.test", resp.Proto, resp.StatusCode, body, resp.TLS.PeerCertificates[0].Subject.CommonName)
 		}
+	}
+}
+
+// TestH2HeaderBytesBound: README's 64 KiB bound on a request's header
+// fields holds over HTTP/2 on the TLS listener, counted as the upstream
+// would get them: a few bytes on the wire that HPACK's dynamic table
+// expands past it are answered 431 and reach no upstream, while 60 KiB
+// pass.
+func TestH2HeaderBytesBound(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile := writePair(t, t.TempDir(), "api.example.test")
+	var mu sync.Mutex
+	var sizes []int
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := 0
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v)
+			}
+		}
+		mu.Lock()
+		sizes = append(sizes, n)
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\ntls:\n  listen: 127.0.0.1:0\n  certificates: [{cert_file: %s, key_file: %s}]\nroutes:\n  - name: r\n    upstream: %s\n", certFile, keyFile, up.URL))
+	c, fr := h2Dial(t, r.Addr("https").String())
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	send := func(id uint32, copies int) string {
+		hb.Reset()
+		for _, hf := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "api.example.test"}, {":path", "/"}} {
+			enc.WriteField(hpack.HeaderField{Name: hf[0], Value: hf[1]})
+		}
+		// The first copy enters the dynamic table; each later one is a
+		// one-byte reference to it.
+		for range copies {
+			enc.WriteField(hpack.HeaderField{Name: "x-big", Value: strings.Repeat("b", 3000)})
+		}
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+			t.Fatal(err)
+		}
+		return h2StatusOf(t, fr, id)
+	}
+	wire := 0
+	if got := send(1, 20); got != "200" { // 60 KB
+		t.Errorf("20 x 3000 bytes of x-big: got %s, want 200", got)
+	}
+	wire = hb.Len()
+	if got := send(3, 2000); got != "431" { // 6 MB from a few KB
+		t.Errorf("2000 x 3000 bytes of x-big in %d bytes of header block: got %s, want 431", hb.Len(), got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 1 {
+		t.Errorf("upstream got requests with %v bytes of header fields, want only the first (%d bytes on the wire)", sizes, wire)
+	}
+}
+
+// TestH2RejectionSameAsHTTP1: a 429 over HTTP/2 on the TLS listener
+// carries the same fields and problem+json body as over HTTP/1.1 (SPEC
+// §4), but for the fields HTTP/2 forbids.
+func TestH2RejectionSameAsHTTP1(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile := writePair(t, t.TempDir(), "api.example.test")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(up.Close)
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\ntls:\n  listen: 127.0.0.1:0\n  certificates: [{cert_file: %s, key_file: %s}]\nroutes:\n  - name: r\n    upstream: %s\n    limits:\n      - {algorithm: fixed_window, limit: 1, window: 1h, key: [header:X-Key]}\n", certFile, keyFile, up.URL))
+	answer := func(h2 bool, key string) (string, string) {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "api.example.test", InsecureSkipVerify: true}, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+		}
+		defer tr.CloseIdleConnections()
+		c := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+		var head, body string
+		for range 2 {
+			req, _ := http.NewRequest("GET", "https://"+r.Addr("https").String()+"/", nil)
+			req.Header.Set("X-Key", key)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if (resp.ProtoMajor == 2) != h2 {
+				t.Fatalf("got %s, want HTTP/2 %v", resp.Proto, h2)
+			}
+			var names []string
+			for k := range resp.Header {
+				if k != "Date" && k != "X-Request-Id" && k != "Content-Length" {
+					names = append(names, k+": "+strings.Join(resp.Header[k], ","))
+				}
+			}
+			slices.Sort(names)
+			head, body = fmt.Sprint(resp.StatusCode, names), string(b)
+		}
+		return head, body
+	}
+	h1Head, h1Body := answer(false, "one")
+	h2Head, h2Body := answer(true, "two")
+	if !strings.HasPrefix(h1Head, "429 ") || h2Head != h1Head || h2Body != h1Body {
+		t.Errorf("second request:\nHTTP/2   got %s %s\nHTTP/1.1 got %s %s\nwant the same 429", h2Head, h2Body, h1Head, h1Body)
 	}
 }
