@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -144,6 +146,21 @@ func TestACMEHTTP01AndRestart(t *testing.T) {
 	if !strings.Contains(logs.String(), `"msg":"obtained tls certificate"`) {
 		t.Errorf("log: got no \"obtained tls certificate\" line, want one")
 	}
+	// README › Automatic certificates: the account and certificate keys
+	// in storage are the gateway user's alone.
+	filepath.WalkDir(storage, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == storage {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if perm := info.Mode().Perm(); perm&0o077 != 0 {
+			t.Errorf("%s in storage: got mode %v, want no access for group and others", path, info.Mode())
+		}
+		return nil
+	})
 
 	// Restart on the same ports and storage: the certificate comes from
 	// storage, and pebble sees no new order.
