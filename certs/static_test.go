@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,6 +216,14 @@ func TestLoadPairErrorsNameFile(t *testing.T) {
 	otherPEM, _ := os.ReadFile(other.CertFile)
 	goodPEM, _ := os.ReadFile(good.CertFile)
 	writeFile(t, chain, append(otherPEM, goodPEM...))
+	// A leaf followed by an intermediate that is no certificate, as a
+	// bad copy and paste leaves it: every client would refuse the chain.
+	badDER := filepath.Join(dir, "bad-intermediate.pem")
+	writeFile(t, badDER, append(slices.Clone(goodPEM), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")})...))
+	// ... or one whose base64 is broken, which a PEM reader skips, so
+	// that the chain goes out without it.
+	badPEM := filepath.Join(dir, "bad-pem-intermediate.pem")
+	writeFile(t, badPEM, append(slices.Clone(goodPEM), "-----BEGIN CERTIFICATE-----\nMIIB*not base64*\n-----END CERTIFICATE-----\n"...))
 
 	tests := []struct {
 		name       string
@@ -230,6 +239,8 @@ func TestLoadPairErrorsNameFile(t *testing.T) {
 		{"certificate given as key", Pair{good.CertFile, good.CertFile}, "loading key " + good.CertFile + ": ", nil},
 		{"key of another certificate", Pair{good.CertFile, other.KeyFile}, "loading key " + other.KeyFile + " for certificate " + good.CertFile + ": ", nil},
 		{"leaf not first", Pair{chain, good.KeyFile}, "loading certificate " + chain + ": the key belongs to certificate 2 of the chain: the leaf must come first", nil},
+		{"intermediate not a certificate", Pair{badDER, good.KeyFile}, "loading certificate " + badDER + ": certificate 2 of the chain: ", nil},
+		{"intermediate not PEM", Pair{badPEM, good.KeyFile}, "loading certificate " + badPEM + ": block 2 is not valid PEM", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

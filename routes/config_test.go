@@ -75,6 +75,7 @@ testdata/bad_duplicate_route.yaml:6:5: routes[2].name: required`},
 testdata/bad_duration.yaml:6:13: policies.per-ip.window: invalid duration "10x" (want a number and a unit, like 500ms, 1m or 1h)
 testdata/bad_duration.yaml:11:14: routes[0].timeout: must be > 0`},
 	{"bad_flush_interval.yaml", `testdata/bad_flush_interval.yaml:5:19: log.flush_interval: must be >= 0`},
+	{"bad_chain_cert.yaml", `testdata/bad_chain_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate chain.pem: certificate 2 of the chain: x509: malformed certificate`},
 	{"bad_garbled_cert.yaml", `testdata/bad_garbled_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate garbled.pem: no PEM certificate block found`},
 	{"bad_key_source.yaml", `testdata/bad_key_source.yaml:6:15: policies.per-thing.key[1]: unknown key source "user" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)
 testdata/bad_key_source.yaml:6:21: policies.per-thing.key[2]: invalid header name "" in key source "header:"

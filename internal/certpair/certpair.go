@@ -4,6 +4,7 @@
 package certpair
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -44,6 +45,9 @@ func Parse(certFile, keyFile string, certPEM, keyPEM []byte) (tls.Certificate, e
 	if err := checkPEM(keyPEM, "PRIVATE KEY"); err != nil {
 		return tls.Certificate{}, keyErr(err)
 	}
+	if err := checkBlocks(certPEM); err != nil {
+		return tls.Certificate{}, certErr(err)
+	}
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// Both files are PEM of the right kind, so what is left is a
@@ -59,7 +63,38 @@ func Parse(certFile, keyFile string, certPEM, keyPEM []byte) (tls.Certificate, e
 			return tls.Certificate{}, certErr(err)
 		}
 	}
+	// The intermediates go out as they are: one that does not parse
+	// would make every client refuse the chain.
+	for i, der := range cert.Certificate[1:] {
+		if _, err := x509.ParseCertificate(der); err != nil {
+			return tls.Certificate{}, certErr(fmt.Errorf("certificate %d of the chain: %w", i+2, err))
+		}
+	}
 	return cert, nil
+}
+
+// checkBlocks reports a PEM block of data that does not decode. A PEM
+// reader skips such a block and goes on with the next, so an
+// intermediate with broken base64 would leave the chain without a word.
+func checkBlocks(data []byte) error {
+	const begin = "-----BEGIN "
+	for n := 1; ; n++ {
+		i := bytes.Index(data, []byte(begin))
+		if i < 0 {
+			return nil
+		}
+		data = data[i:]
+		end := bytes.Index(data[len(begin):], []byte(begin))
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += len(begin)
+		}
+		if block, _ := pem.Decode(data[:end]); block == nil {
+			return fmt.Errorf("block %d is not valid PEM", n)
+		}
+		data = data[end:]
+	}
 }
 
 // keyMatchesLater returns the index of the first certificate after the
