@@ -27,7 +27,7 @@ func TestHalfCloserGetsNoEmpty200(t *testing.T) {
 	up := newBodyUpstream(t)
 	srv, _ := newTestGateway(t, `
 policies:
-  shaping: {algorithm: leaky_bucket, limit: 1, window: 3s, queue: 5, key: [global]}
+  shaping: {algorithm: leaky_bucket, limit: 1, window: 8s, queue: 5, key: [global]}
 routes:
   - name: slow
     match: {path_prefix: /slow}
@@ -39,7 +39,11 @@ routes:
 	if resp, err := testClient.Get(srv.URL + "/first"); err != nil {
 		t.Fatal(err)
 	} else {
-		resp.Body.Close() // the next request on the queued route waits 3s
+		// The next request on the queued route waits up to 8s: long
+		// enough that it still waits on a loaded machine, short enough
+		// that, were it forwarded, its answer would come within the read
+		// deadline below.
+		resp.Body.Close()
 	}
 	for _, path := range []string{"/queued", "/slow"} {
 		t.Run(path, func(t *testing.T) {
@@ -51,7 +55,7 @@ routes:
 			defer c.Close()
 			io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
 			c.(*net.TCPConn).CloseWrite()
-			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err != nil {
 				return // no answer
