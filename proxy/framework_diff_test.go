@@ -60,6 +60,11 @@ routes:
     upstream: %[1]s/qs
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+  - name: aspnet
+    match: {path_prefix: /v1/aspnet}
+    upstream: %[1]s/aspnet
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
 `
 
 // frameworkRig is a gateway in front of an upstream that answers with the
@@ -96,6 +101,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			}
 		case strings.HasPrefix(r.URL.Path, "/qs"):
 			who = readQS(r.URL.RawQuery, "api_key")
+		case strings.HasPrefix(r.URL.Path, "/aspnet"):
+			who = readASPNetQuery(r.URL.RawQuery, "api_key")
 		}
 		rig.mu.Lock()
 		rig.read[who]++
@@ -231,6 +238,18 @@ func TestFrameworkQSBracketNameAndParameterLimit(t *testing.T) {
 	rig.attack(t, "victim", raws)
 }
 
+// ASP.NET Core 8 keeps query parameters in a dictionary keyed with
+// StringComparer.OrdinalIgnoreCase, and model binding takes a
+// parameter's first value: API_KEY is its api_key.
+func TestFrameworkASPNetQueryNameCase(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		raws = append(raws, getRaw(fmt.Sprintf("/v1/aspnet?API_KEY=victim&api_key=rot%d", i), ""))
+	}
+	rig.attack(t, "victim", raws)
+}
+
 // readBodyParserJSON reads field of a JSON body as body-parser and DRF do:
 // decoded in the charset of the Content-Type (UTF-7 here), the last
 // duplicate member winning.
@@ -331,6 +350,20 @@ func readPHPQuery(raw, name string) string {
 		}
 	}
 	return val
+}
+
+// readASPNetQuery reads Request.Query[name] as ASP.NET Core binds it to
+// a string: names compared ignoring case, the first value winning.
+func readASPNetQuery(raw, name string) string {
+	for _, kv := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		k, _ = url.QueryUnescape(k)
+		if strings.EqualFold(k, name) {
+			v, _ = url.QueryUnescape(v)
+			return v
+		}
+	}
+	return ""
 }
 
 var rack2Name = regexp.MustCompile(`\A[\[\]]*([^\[\]]+)\]*\z`)

@@ -18,12 +18,13 @@ func TestFrameworkNames(t *testing.T) {
 		"api_key", "api.key", " api_key", "api key", "api_key[]", "api_key[x]", "api[key", // PHP
 		"api_key\x00", "api_key\x00junk", // PHP ends a name at NUL
 		"api_key]", "[api_key]", "]api_key", "[[api_key", // Rack 2
+		"API_KEY", "Api_Key", "api_KEY[]", "API.KEY", // ASP.NET Core ignores case
 	} {
 		if !sameName(k, "api_key") {
 			t.Errorf("sameName(%q, api_key): got false, want true", k)
 		}
 	}
-	for _, k := range []string{"api_keys", "xapi_key", "api", "key", "[api]_key"} {
+	for _, k := range []string{"api_keys", "xapi_key", "api", "key", "[api]_key", "APIKEY"} {
 		if sameName(k, "api_key") {
 			t.Errorf("sameName(%q, api_key): got true, want false", k)
 		}
@@ -66,6 +67,13 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		{"query NUL name", "query:api_key", "/?api_key=a&api_key%00=b", "", "", "more than once"},
 		{"query rack bracket", "query:api_key", "/?api_key=a&api_key]=b", "", "", "more than once"},
 		{"query qs bracket", "query:api_key", "/?[api_key]=a&api_key=b", "", "", "more than once"},
+		// ASP.NET Core finds query parameters and cookies by name ignoring
+		// case, the first value of a parameter and the last of a cookie
+		// winning: "API_KEY" is a second api_key, and "SID" a second sid.
+		{"query in another letter case", "query:api_key", "/?API_KEY=victim", "", "victim", ""},
+		{"query twice in two letter cases", "query:api_key", "/?API_KEY=victim&api_key=rot1", "", "", "more than once"},
+		{"cookie in another letter case", "cookie:sid", "/", "SID=victim", "victim", ""},
+		{"cookie twice in two letter cases", "cookie:sid", "/", "sid=rot1; SID=victim", "", "more than once"},
 		{"query of 1000 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 999) + "api_key=k", "", "k", ""},
 		{"query of 1001 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 1000) + "api_key=k", "", "", "more than 1000 parameters"},
 	} {

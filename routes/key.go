@@ -337,12 +337,13 @@ func queryParam(kv string) (name, value string, ok bool) {
 }
 
 // queryNames reports whether the query raw has a parameter that an
-// upstream framework may read as the one called name (see sameName).
+// upstream framework may read as the one called name (see sameName),
+// letter case compared: only Rails merges the query over the body.
 func queryNames(raw, name string) bool {
 	for raw != "" {
 		var kv string
 		kv, raw, _ = strings.Cut(raw, "&")
-		if k, _, ok := queryParam(kv); ok && sameName(k, name) {
+		if k, _, ok := queryParam(kv); ok && sameNameCase(k, name) {
 			return true
 		}
 	}
@@ -351,12 +352,21 @@ func queryNames(raw, name string) bool {
 
 // sameName reports whether an upstream framework may read the parameter
 // or cookie called k as the one called name: whether one of the names
-// frameworks give k (see frameworkNames) is one they give name. Both
-// sides are compared in those forms, so that "api.key=victim&api_key=decoy"
+// frameworks give k (see frameworkNames) is one they give name, letter
+// case aside (see equalFoldName). Both sides are compared in those forms,
+// so that "api.key=victim&api_key=decoy" or "API_KEY=victim&api_key=decoy"
 // is api_key twice, a duplicate, rather than decoy here and victim
 // upstream.
-func sameName(k, name string) bool {
-	if k == name {
+func sameName(k, name string) bool { return nameMatch(k, name, equalFoldName) }
+
+// sameNameCase is sameName with letter case compared: the names Rails
+// reads, and merges over a JSON body (see queryNames), are case-sensitive.
+func sameNameCase(k, name string) bool {
+	return nameMatch(k, name, func(a, b string) bool { return a == b })
+}
+
+func nameMatch(k, name string, equal func(a, b string) bool) bool {
+	if k == name || equal(k, name) {
 		return true
 	}
 	if !strings.ContainsAny(k, nameSpecials) && !strings.ContainsAny(name, nameSpecials) {
@@ -365,12 +375,37 @@ func sameName(k, name string) bool {
 	ks, ns := frameworkNames(k), frameworkNames(name)
 	for _, a := range ks {
 		for _, b := range ns {
-			if a != "" && a == b {
+			if a != "" && equal(a, b) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// equalFoldName reports whether a and b are one name to a framework that
+// ignores case in names: ASP.NET Core finds query parameters, form fields
+// and cookies by name with StringComparer.OrdinalIgnoreCase, so API_KEY
+// is its api_key. Letters compare as foldedPrefixLen compares them (ASCII
+// case, and the four other letters that fold to an ASCII one), erring
+// towards taking two names for one.
+func equalFoldName(a, b string) bool {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		x, n := a[i], 1
+		if l, m := foldToASCII(a[i:]); m > 0 {
+			x, n = l, m
+		}
+		y, m := b[j], 1
+		if l, k := foldToASCII(b[j:]); k > 0 {
+			y, m = l, k
+		}
+		if lowerByte(x) != lowerByte(y) {
+			return false
+		}
+		i, j = i+n, j+m
+	}
+	return i == len(a) && j == len(b)
 }
 
 // nameSpecials are the bytes without which every framework reads a
