@@ -65,6 +65,11 @@ routes:
     upstream: %[1]s/aspnet
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+  - name: aspnetcookie
+    match: {path_prefix: /v1/aspcookie}
+    upstream: %[1]s/aspcookie
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
 `
 
 // frameworkRig is a gateway in front of an upstream that answers with the
@@ -103,6 +108,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readQS(r.URL.RawQuery, "api_key")
 		case strings.HasPrefix(r.URL.Path, "/aspnet"):
 			who = readASPNetQuery(r.URL.RawQuery, "api_key")
+		case strings.HasPrefix(r.URL.Path, "/aspcookie"):
+			who = readASPNetCookies(r.Header.Values("Cookie"))["sid"]
 		}
 		rig.mu.Lock()
 		rig.read[who]++
@@ -250,6 +257,33 @@ func TestFrameworkASPNetQueryNameCase(t *testing.T) {
 	rig.attack(t, "victim", raws)
 }
 
+// ASP.NET Core 8's RequestCookieCollection (CookieHeaderParserShared)
+// keys cookies ignoring case, the last one winning; it ends a cookie at
+// "," as at ";", and where a cookie does not parse it tries again from
+// the next byte, finding cookies inside others.
+func TestFrameworkASPNetCookies(t *testing.T) {
+	for _, tc := range []struct{ name, cookie string }{
+		{"letter case", "sid=rot%d; SID=victim"},
+		{"comma", "sid=rot%d,sid=victim"},
+		{"comma after the value", "sid=victim,%d"},
+		{"inside a value after a quote", `sid=rot%d; a=x"sid=victim`},
+		{"inside a name", "sid=rot%d; x@sid=victim"},
+		{"after a blank", "sid=rot%d; a=x sid=victim"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			if got := readASPNetCookies([]string{fmt.Sprintf(tc.cookie, 1)})["sid"]; got != "victim" {
+				t.Fatalf("the model of ASP.NET Core reads sid %q, want victim", got)
+			}
+			var raws []string
+			for i := 0; i < 6; i++ {
+				raws = append(raws, getRaw("/v1/aspcookie", "Cookie: "+fmt.Sprintf(tc.cookie, i)+"\r\n"))
+			}
+			rig.attack(t, "victim", raws)
+		})
+	}
+}
+
 // readBodyParserJSON reads field of a JSON body as body-parser and DRF do:
 // decoded in the charset of the Content-Type (UTF-7 here), the last
 // duplicate member winning.
@@ -364,6 +398,89 @@ func readASPNetQuery(raw, name string) string {
 		}
 	}
 	return ""
+}
+
+// readASPNetCookies reads the Cookie fields as ASP.NET Core's
+// CookieHeaderParserShared.TryParseValues does: at each index, blanks and
+// separators (";" or ",") skipped, a token, "=", a value of cookie-octets
+// (optionally quoted), then blanks and a separator or the end; where that
+// fails, again from the next index. Names compare ignoring case (here:
+// lower-cased), the last value wins, %XX escapes are decoded.
+func readASPNetCookies(lines []string) map[string]string {
+	octet := func(c byte) bool {
+		return c == 0x21 || 0x23 <= c && c <= 0x2b || 0x2d <= c && c <= 0x3a || 0x3c <= c && c <= 0x5b || 0x5d <= c && c <= 0x7e
+	}
+	token := func(c byte) bool {
+		return c > ' ' && c < 0x7f && !strings.ContainsRune("()<>@,;:\\\"/[]?={}", rune(c))
+	}
+	blank := func(s string, i int) int {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+			i++
+		}
+		return i
+	}
+	skip := func(s string, i int) (int, bool) { // blanks and separators
+		i = blank(s, i)
+		sep := false
+		for i < len(s) && (s[i] == ';' || s[i] == ',') {
+			sep = true
+			i = blank(s, i+1)
+		}
+		return i, sep
+	}
+	out := map[string]string{}
+	for _, v := range lines {
+		for index := 0; index < len(v); {
+			cur, _ := skip(v, index)
+			if cur == len(v) {
+				break
+			}
+			n := cur
+			for n < len(v) && token(v[n]) {
+				n++
+			}
+			ok := n > cur && n < len(v) && v[n] == '='
+			var name, val string
+			if ok {
+				name = v[cur:n]
+				i := n + 1
+				start := i
+				quoted := i < len(v) && v[i] == '"'
+				if quoted {
+					i++
+				}
+				for i < len(v) && octet(v[i]) {
+					i++
+				}
+				val = v[start:i]
+				if quoted {
+					if i < len(v) && v[i] == '"' {
+						i++
+						val = v[start:i]
+					} else {
+						val = "" // missing final quote
+					}
+				}
+				var sep bool
+				i, sep = skip(v, i)
+				ok = sep || i == len(v)
+				if ok {
+					index = i
+				}
+			}
+			if !ok {
+				index++
+				continue
+			}
+			if name != "" && val != "" {
+				if u, err := url.PathUnescape(val); err == nil {
+					val = u
+				}
+				out[strings.ToLower(name)] = val
+			}
+		}
+	}
+	return out
 }
 
 var rack2Name = regexp.MustCompile(`\A[\[\]]*([^\[\]]+)\]*\z`)

@@ -74,6 +74,19 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		{"query twice in two letter cases", "query:api_key", "/?API_KEY=victim&api_key=rot1", "", "", "more than once"},
 		{"cookie in another letter case", "cookie:sid", "/", "SID=victim", "victim", ""},
 		{"cookie twice in two letter cases", "cookie:sid", "/", "sid=rot1; SID=victim", "", "more than once"},
+		// ASP.NET Core also ends a cookie at a comma, and, where a
+		// cookie does not parse, tries again one byte further on, so
+		// it finds "sid=victim" inside another cookie; aiohttp's
+		// http.cookies splits cookies at spaces.
+		{"cookie after a comma", "cookie:sid", "/", "sid=rot1,sid=victim", "", "more than once"},
+		{"cookie value ends at a comma", "cookie:sid", "/", "sid=victim,x", "victim", ""},
+		{"cookie value ends at a comma after blanks", "cookie:sid", "/", "sid=victim ,x", "victim", ""},
+		{"cookie hidden after a quote", "cookie:sid", "/", `sid=rot1; a=x"sid=victim`, "", "inside another"},
+		{"cookie hidden in a name", "cookie:sid", "/", `sid=rot1; x@sid=victim`, "", "inside another"},
+		{"cookie hidden after a space", "cookie:sid", "/", `sid=rot1; a=x sid=victim`, "", "inside another"},
+		{"cookie hidden alone", "cookie:sid", "/", `a=x"SID=victim`, "", "inside another"},
+		{"cookie value holding name= is no cookie", "cookie:sid", "/", `next=sid=1; sid=k`, "k", ""},
+		{"cookie value holding &name= is no cookie", "cookie:sid", "/", `next=/a?x=1&sid=1; sid=k`, "k", ""},
 		{"query of 1000 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 999) + "api_key=k", "", "k", ""},
 		{"query of 1001 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 1000) + "api_key=k", "", "", "more than 1000 parameters"},
 	} {

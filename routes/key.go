@@ -174,13 +174,16 @@ func validToken(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
-			continue
+		if !tokenByte(s[i]) {
+			return false
 		}
-		return false
 	}
 	return true
+}
+
+// tokenByte reports whether c may appear in an RFC 9110 token.
+func tokenByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // Key is a policy's compiled key list, bound to one route. It is immutable
@@ -243,6 +246,11 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 				dst, ok = appendQuery(dst, r.URL.RawQuery, s.name)
 			}
 		case srcCookie:
+			for _, line := range r.Header["Cookie"] {
+				if hiddenCookie(line, s.name) {
+					return dst, &AmbiguousError{Source: s.text, Why: "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"}
+				}
+			}
 			dst, ok = appendCookie(dst, r.Header["Cookie"], s.name)
 		case srcJSON:
 			if r.URL != nil && r.URL.RawQuery != "" && queryNames(r.URL.RawQuery, string(s.path[0])) {
@@ -482,7 +490,9 @@ func qsName(k string) string {
 // surrounding quotes. It reports false when name occurs more than once,
 // in one Cookie line or across several, counting every cookie that an
 // upstream framework reads as name: names are compared escapes decoded
-// and as sameName does. The value is written as the frameworks that
+// and as sameName does. Cookies end at a ";" and also at a ",", as
+// ASP.NET Core splits them (so "sid=victim,x" is victim to it, and
+// "sid=a,sid=b" two sids). The value is written as the frameworks that
 // decode it read it (see appendCookieValue).
 func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 	found := false
@@ -490,7 +500,11 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 	for _, line := range lines {
 		for line != "" {
 			var part string
-			part, line, _ = strings.Cut(line, ";")
+			if i := strings.IndexAny(line, ";,"); i >= 0 {
+				part, line = line[:i], line[i+1:]
+			} else {
+				part, line = line, ""
+			}
 			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 			if !ok {
 				continue
@@ -537,6 +551,56 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 		}
 	}
 	return appendCookieValue(dst, val), true
+}
+
+// hiddenCookie reports whether the Cookie line holds name (as sameName
+// compares it) followed by "=" where appendCookie sees no cookie of its
+// own but some framework does: a token that starts after a byte that is
+// no token byte, inside a cookie rather than at its start. Where a cookie
+// does not parse, ASP.NET Core tries again one byte further on, so it
+// reads "sid=victim" as a cookie in `a=x"sid=victim` and `x@sid=victim`,
+// and Python's http.cookies (aiohttp) splits cookies at blanks, as in
+// `a=x sid=victim`. A token after "=" that itself follows a token is a
+// value, which every framework reads as one (`next=sid=1`).
+func hiddenCookie(line, name string) bool {
+	start := true // at the start of a cookie, blanks aside
+	for p := 0; p < len(line); p++ {
+		c := line[p]
+		switch {
+		case c == ';' || c == ',':
+			start = true
+			continue
+		case c == ' ' || c == '\t':
+			continue
+		case start:
+			start = false
+			continue
+		case p == 0 || tokenByte(line[p-1]) || !tokenByte(c):
+			continue
+		case line[p-1] == '=' && p >= 2 && tokenByte(line[p-2]):
+			continue
+		}
+		e := p
+		for e < len(line) && tokenByte(line[e]) {
+			e++
+		}
+		q := e
+		for q < len(line) && (line[q] == ' ' || line[q] == '\t') {
+			q++
+		}
+		if q < len(line) && line[q] == '=' {
+			k := line[p:e]
+			if strings.ContainsAny(k, "%+") {
+				var buf [64]byte
+				k = string(appendUnescaped(buf[:0], k))
+			}
+			if sameName(k, name) {
+				return true
+			}
+		}
+		p = e - 1
+	}
+	return false
 }
 
 // cookieJSON lends appendCookie buffers for the JSON of "j:" cookies.
