@@ -72,7 +72,7 @@ func FuzzKeyQuery(f *testing.F) {
 		}
 		var same []string
 		for k, vs := range vals {
-			if k == name || oneOf(k, name) {
+			if foldName(k) == foldName(name) || oneOf(k, name) {
 				same = append(same, vs...)
 			}
 		}
@@ -90,16 +90,32 @@ func FuzzKeyQuery(f *testing.F) {
 }
 
 // oneOf reports whether PHP, Rack 2 or qs may read parameters k and name
-// as one: a name one of them gives k is one one of them gives name.
+// as one: a name one of them gives k is one one of them gives name,
+// letter case aside (ASP.NET Core ignores it).
 func oneOf(k, name string) bool {
 	for _, a := range []string{phpBase(k), rackBase(k), qsBase(k)} {
 		for _, b := range []string{phpBase(name), rackBase(name), qsBase(name)} {
-			if a != "" && a == b {
+			if a != "" && foldName(a) == foldName(b) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// foldName is k in the form names compare in ignoring case: ASCII
+// letters lower-cased, and ı, İ, ſ and K as i, i, s and k.
+func foldName(k string) string {
+	for _, f := range [][2]string{{"\u0131", "i"}, {"\u0130", "i"}, {"\u017f", "s"}, {"\u212a", "k"}} {
+		k = strings.ReplaceAll(k, f[0], f[1])
+	}
+	b := []byte(k) // byte by byte: a name need not be UTF-8
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // rackParam is Rack 2's rule for a parameter's name (Utils#normalize_params).
@@ -164,8 +180,18 @@ func FuzzKeyCookie(f *testing.F) {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.Header["Cookie"] = []string{line1, line2}
 		got, err := k.Append(nil, r, netip.Addr{}, nil)
+		// Names compare ignoring case, as ASP.NET Core compares them.
+		named := strings.Count(string(foldInPlace([]byte(unescapeAll(line1+";"+line2)))), "sid")
+		var amb *AmbiguousError
+		if errors.As(err, &amb) && amb.Source == "cookie:sid" {
+			// sid= inside another cookie (see hiddenCookie).
+			if named < 1 {
+				t.Fatalf("cookies %q, %q: %v with sid named nowhere", line1, line2, err)
+			}
+			return
+		}
 		if keyErr(t, err, "cookie:sid") {
-			if strings.Count(unescapeAll(line1+";"+line2), "sid") < 2 {
+			if named < 2 {
 				t.Fatalf("cookies %q, %q: duplicate error with sid named once", line1, line2)
 			}
 			return
