@@ -560,3 +560,54 @@ func TestEvictionNeverTakesLiveWhileIdleHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestReturningBucketNotFoldedIntoItsEviction brings back an evicted
+// token bucket into a shard at its bound whose record is full. Making it
+// evicts another live bucket, whose hash agrees with its own on all bits
+// but one: had that eviction been noted before the returning bucket's own
+// entry was read, the two would fold, and the bucket would come back with
+// the other's later time, emptier than it left and than Peek showed.
+func TestReturningBucketNotFoldedIntoItsEviction(t *testing.T) {
+	t.Parallel()
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	// One token an hour, two at most: a bucket that took one at t0 has
+	// one left; one that took two has none until t0+1h.
+	p := MustPolicy(Policy{Name: "tb", Algorithm: TokenBucket, Limit: 2, Window: 2 * time.Hour, MaxKeys: 1})
+	pt := m.table(p)
+	s := &pt.shards[0]
+	now := t0.UnixNano()
+	const a = 0x5a5a_5a5a_0000_0001 | hashSet
+	hashes := []uint64{a, 0x1111_0000_aaaa_0002 | hashSet, 0x2222_ffff_5555_0004 | hashSet,
+		0x3333_0f0f_f0f0_0008 | hashSet, a ^ 1<<20}
+	s.mu.Lock()
+	for i, h := range hashes {
+		// Each bucket made evicts the one before, live: the record ends
+		// up full, holding the first four, and the fifth is in the table.
+		e := s.getLocked(Request{Policy: p, Key: strconv.Itoa(i)}, h, now, m.perShard(pt, p), nil)
+		takes := 2
+		if h == a {
+			takes = 1
+		}
+		for range takes {
+			if d := e.decideLocked(p, now); !d.Allowed {
+				t.Fatalf("bucket %d: got rejected, want allowed", i)
+			}
+		}
+		e.unlock(true)
+	}
+	later := now + int64(time.Minute)
+	peeked := entry{pol: p}
+	peeked.restoreLocked(p, s.evicted.take(p, a, later, false), later)
+	e := s.getLocked(Request{Policy: p, Key: "0"}, a, later, m.perShard(pt, p), nil)
+	back := e.s[0]
+	d := e.decideLocked(p, later)
+	e.unlock(true)
+	s.mu.Unlock()
+	if want := now + int64(p.Interval()); back != want || !d.Allowed {
+		t.Errorf("bucket brought back: got TAT %d and Allowed %v, want TAT %d as it left and allowed", back, d.Allowed, want)
+	}
+	if peeked.s[0] != back {
+		t.Errorf("got TAT %d made, but %d as the record showed it just before", back, peeked.s[0])
+	}
+}

@@ -287,6 +287,11 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 		e.refreshLocked(r.Policy)
 		return e
 	}
+	// The record is read before an eviction notes another bucket in it:
+	// that note may fold entries, and one folded with this bucket's own
+	// would bring it back emptier than it left, and than Peek showed it.
+	// Taking the entry first also frees its way for the note.
+	left := s.evicted.take(r.Policy, h, now, true)
 	if s.n >= limit {
 		s.evictLocked(r.Policy, now, limit, keep)
 	}
@@ -306,7 +311,7 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 	if r.Policy.Algorithm == SlidingWindowLog {
 		fresh.ext = new(entryExt)
 	}
-	fresh.restoreLocked(r.Policy, s.evicted.take(r.Policy, h, now, true), now)
+	fresh.restoreLocked(r.Policy, left, now)
 	e := t.insertLocked(&fresh, h|usedBit|lockBit)
 	s.n++
 	if s.idle.due != nil {
