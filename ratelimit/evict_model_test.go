@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -13,8 +14,8 @@ import (
 
 // TestEvictionNeverAdmitsBeyondModel drives a store of a tiny max_keys
 // with a mix of keys coming back and new ones, with sweeps, peeks,
-// decisions of two keys at once and reloads to equal settings between
-// them, all on a virtual clock. Whatever it evicts, each key's admitted
+// decisions of two keys at once, refunds and reloads to equal settings
+// between them, all on a virtual clock. Whatever it evicts, each key's admitted
 // requests must be ones the model of SPEC §3 admits given that key's
 // own admitted history: a bucket that had to go comes back no fuller
 // than it left. A peek just before a decision agrees with it.
@@ -51,6 +52,12 @@ func TestEvictionNeverAdmitsBeyondModel(t *testing.T) {
 					}
 					return "k" + strconv.Itoa(rng.IntN(6))
 				}
+				type unit struct {
+					r  Request
+					d  Decision
+					at int64
+				}
+				var units []unit
 				w := int64(p.Window)
 				for n := range 8000 {
 					switch rng.IntN(6) {
@@ -71,6 +78,23 @@ func TestEvictionNeverAdmitsBeyondModel(t *testing.T) {
 						p = MustPolicy(pol)
 						for _, b := range models {
 							b.p = p
+						}
+					case 3:
+						// A count_status refund of an admitted request, which
+						// then never counted; token_bucket's held units are
+						// settled apart, leaky_bucket's are not refunded.
+						if len(units) == 0 || a == TokenBucket || a == LeakyBucket {
+							break
+						}
+						i := len(units) - 1 - rng.IntN(min(len(units), 4)) // mostly units that still count
+						u := units[i]
+						units = slices.Delete(units, i, i+1)
+						if err := m.Refund(context.Background(), time.Unix(0, now), []Request{u.r}, []Decision{u.d}); err != nil {
+							t.Fatal(err)
+						}
+						b := model(u.r.Key)
+						if j := slices.Index(b.accepted, u.at); j >= 0 {
+							b.accepted = slices.Delete(b.accepted, j, j+1)
 						}
 					case 2:
 						key := pick()
@@ -114,6 +138,9 @@ func TestEvictionNeverAdmitsBeyondModel(t *testing.T) {
 					}
 					if !admitted {
 						continue
+					}
+					if len(keys) == 1 {
+						units = append(units, unit{reqs[0], out[0], now})
 					}
 					for _, k := range keys {
 						if b := model(k); !b.admit(now, true) && !b.close {
