@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -164,7 +165,7 @@ func TestEvictionNeverAdmitsBeyondModel(t *testing.T) {
 
 // TestConcurrentEvictionNeverAdmitsBeyondModel has goroutines decide on one
 // key, alone or with another key in one decision, while others flood its
-// policy with new keys, sweep and peek, at a
+// policy with new keys, refund, reset, sweep and peek, at a
 // few instants of a virtual clock. At each instant the key's admitted
 // requests must be ones the model admits after those of the instants
 // before: racing the decisions, the evictions that bring the bucket back
@@ -197,7 +198,7 @@ func TestConcurrentEvictionNeverAdmitsBeyondModel(t *testing.T) {
 					var wg sync.WaitGroup
 					stop := make(chan struct{})
 					var others sync.WaitGroup
-					for g := range 3 {
+					for g := range 4 {
 						others.Add(1)
 						go func() {
 							defer others.Done()
@@ -207,12 +208,23 @@ func TestConcurrentEvictionNeverAdmitsBeyondModel(t *testing.T) {
 								case <-stop:
 									return
 								default:
+									runtime.Gosched() // the deciders come first
 								}
 								switch g {
 								case 0:
 									m.Sweep(time.Unix(0, now))
 								case 1:
 									m.Peek(context.Background(), time.Unix(0, now), Request{Policy: p, Key: "victim"})
+								case 2:
+									// Flood keys taken, refunded and reset, whose
+									// buckets move and go beside the victim's.
+									r := []Request{{Policy: p, Key: fmt.Sprintf("churn-%d", i%8)}}
+									m.Decide(context.Background(), time.Unix(0, now), r, out)
+									if i%3 == 0 {
+										m.Refund(context.Background(), time.Unix(0, now), r, out)
+									} else {
+										m.Reset(context.Background(), r[0])
+									}
 								default:
 									key := fmt.Sprintf("flood-%d-%d", at, i)
 									m.Decide(context.Background(), time.Unix(0, now), []Request{{Policy: p, Key: key}}, out)
