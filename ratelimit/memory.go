@@ -127,7 +127,8 @@ func (m *MemoryStore) table(p *Policy) *policyTable {
 	if pt := old[p.Name]; pt != nil {
 		return pt
 	}
-	// Up to 64 shards, each with room for at least 128 buckets.
+	// Up to 64 shards, each with room for at least 64 buckets (when
+	// max_keys allows as many).
 	maxKeys := m.maxKeysOf(p)
 	n := 1
 	for n < 64 && maxKeys/(2*n) >= 64 {
