@@ -22,7 +22,7 @@ var demoConfig []byte
 // DemoOptions configure Demo.
 type DemoOptions struct {
 	Listen string // gateway address; default "127.0.0.1:8080"
-	Admin  string // admin address; default "127.0.0.1:9091"
+	Admin  string // admin address; "" turns the admin listener off
 	Out    io.Writer
 	Log    *slog.Logger
 }
@@ -34,9 +34,6 @@ type DemoOptions struct {
 func Demo(ctx context.Context, o DemoOptions) error {
 	if o.Listen == "" {
 		o.Listen = "127.0.0.1:8080"
-	}
-	if o.Admin == "" {
-		o.Admin = "127.0.0.1:9091"
 	}
 	up, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
