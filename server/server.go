@@ -352,10 +352,13 @@ func (s *Server) shutdown() error {
 	// (WebSockets) are still open until their ends close them.
 	if !s.conns.wait(ctx) {
 		inflight := s.inflight.Load()
+		// Every connection still open is cut, and counted, here: the
+		// servers' Close would otherwise close those it still tracks
+		// first, and the count would hold the hijacked ones alone.
+		cut := s.conns.closeAll()
 		for _, srv := range servers {
 			srv.Close()
 		}
-		cut := s.conns.closeAll()
 		s.log.Warn("shutdown timeout expired; cutting off requests", "timeout", cfg.ShutdownTimeout.String(), "cut_off", inflight, "connections", cut)
 	}
 	s.mu.Lock()
