@@ -90,8 +90,9 @@ func words(t *testing.T, s string, vars map[string]string) []string {
 // TestDockerfile checks the image's recipe without Docker: every path it
 // copies from the source tree exists, its go build command works with the
 // same flags (the binary it makes reports the version the ldflags set),
-// and HEALTHCHECK, ENTRYPOINT and CMD are exec form (the image has no
-// shell) and name files the image has.
+// HEALTHCHECK, ENTRYPOINT and CMD are exec form (the image has no
+// shell) and name files the image has, and the ACME volume's directory is
+// the image user's.
 func TestDockerfile(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -100,6 +101,7 @@ func TestDockerfile(t *testing.T) {
 	ins := parseDockerfile(t, filepath.Join(root, "Dockerfile"))
 	vars := map[string]string{}
 	image := map[string]bool{} // paths of the final image
+	owned := map[string]bool{} // paths of the final image given an owner
 	var builds, healthchecks int
 	var entrypoint, cmd []string
 	for _, in := range ins {
@@ -107,12 +109,14 @@ func TestDockerfile(t *testing.T) {
 		case "FROM":
 			vars = map[string]string{}
 			image = map[string]bool{}
+			owned = map[string]bool{}
 		case "ARG":
 			name, def, _ := strings.Cut(in.args, "=")
 			vars[name] = def
 		case "COPY":
 			f := strings.Fields(in.args)
 			from := slices.IndexFunc(f, func(s string) bool { return strings.HasPrefix(s, "--from=") }) >= 0
+			chown := slices.IndexFunc(f, func(s string) bool { return strings.HasPrefix(s, "--chown=") }) >= 0
 			f = slices.DeleteFunc(f, func(s string) bool { return strings.HasPrefix(s, "--") })
 			if len(f) < 2 {
 				t.Fatalf("Dockerfile:%d: COPY needs a source and a destination", in.line)
@@ -124,11 +128,12 @@ func TestDockerfile(t *testing.T) {
 						t.Errorf("Dockerfile:%d: COPY %s: %v", in.line, src, err)
 					}
 				}
+				path := dst
 				if strings.HasSuffix(dst, "/") {
-					image[dst+filepath.Base(src)] = true
-				} else {
-					image[dst] = true
+					path = dst + filepath.Base(src)
 				}
+				image[path] = true
+				owned[path] = owned[path] || chown
 			}
 		case "RUN":
 			w := words(t, in.args, vars)
@@ -187,7 +192,15 @@ func TestDockerfile(t *testing.T) {
 		t.Errorf("ENTRYPOINT %q: want a binary the image has", entrypoint)
 	}
 	checkConfigArg(t, 0, append(slices.Clone(entrypoint), cmd...), image)
+	// A named volume mounted on a directory the image lacks is created
+	// owned by root, where the non-root user cannot keep ACME state.
+	if !owned[acmeVolume] {
+		t.Errorf("the image has no %s owned by its user, for the ACME volume README names", acmeVolume)
+	}
 }
+
+// acmeVolume is where README tells to mount a volume for tls.acme.storage.
+const acmeVolume = "/var/lib/sluice"
 
 // checkConfigArg checks that a -config argument names a file of the image.
 func checkConfigArg(t *testing.T, line int, argv []string, image map[string]bool) {
