@@ -186,10 +186,14 @@ func TestH2HeaderBytesBound(t *testing.T) {
 // §4), but for the fields HTTP/2 forbids.
 func TestH2RejectionSameAsHTTP1(t *testing.T) {
 	t.Parallel()
+	// A token bucket, whose retry counts from each key's first request
+	// (3600 s, rounded up, for a second request within the second), not a
+	// fixed window, whose retry counts to the window's end and so differs
+	// between the two keys when a second turns between them.
 	certFile, keyFile := writePair(t, t.TempDir(), "api.example.test")
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(up.Close)
-	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\ntls:\n  listen: 127.0.0.1:0\n  certificates: [{cert_file: %s, key_file: %s}]\nroutes:\n  - name: r\n    upstream: %s\n    limits:\n      - {algorithm: fixed_window, limit: 1, window: 1h, key: [header:X-Key]}\n", certFile, keyFile, up.URL))
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\ntls:\n  listen: 127.0.0.1:0\n  certificates: [{cert_file: %s, key_file: %s}]\nroutes:\n  - name: r\n    upstream: %s\n    limits:\n      - {algorithm: token_bucket, limit: 1, window: 1h, key: [header:X-Key]}\n", certFile, keyFile, up.URL))
 	answer := func(h2 bool, key string) (string, string) {
 		tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: "api.example.test", InsecureSkipVerify: true}, ForceAttemptHTTP2: h2}
 		if !h2 {
