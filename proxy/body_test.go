@@ -282,13 +282,9 @@ routes:
 	}
 }
 
-// max_body answers 413 for a declared length over it without reaching the
-// upstream, cuts a chunked body that grows past it so the upstream never
-// reads it whole, and lets a body of exactly max_body through.
-func TestMaxBody(t *testing.T) {
-	t.Parallel()
-	up := newBodyUpstream(t)
-	srv, _ := newTestGateway(t, `
+// maxBodyConfig has a route keyed on a JSON field and a plain one, both
+// with a max_body of 16 bytes; %[1]s is the upstream.
+const maxBodyConfig = `
 routes:
   - name: keyed
     match: {path_prefix: /keyed}
@@ -299,7 +295,15 @@ routes:
   - name: small
     upstream: %[1]s
     max_body: 16
-`, up.URL)
+`
+
+// max_body answers 413 for a declared length over it without reaching the
+// upstream, cuts a chunked body that grows past it so the upstream never
+// reads it whole, and lets a body of exactly max_body through.
+func TestMaxBody(t *testing.T) {
+	t.Parallel()
+	up := newBodyUpstream(t)
+	srv, _ := newTestGateway(t, maxBodyConfig, up.URL)
 	addr := srv.Listener.Addr().String()
 	chunked := func(s string) []string {
 		var out []string

@@ -19,18 +19,7 @@ import (
 func TestExpectContinueMaxBody(t *testing.T) {
 	t.Parallel()
 	up := newBodyUpstream(t)
-	srv, _ := newTestGateway(t, `
-routes:
-  - name: keyed
-    match: {path_prefix: /keyed}
-    upstream: %[1]s
-    max_body: 16B
-    limits:
-      - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:id]}
-  - name: small
-    upstream: %[1]s
-    max_body: 16
-`, up.URL)
+	srv, _ := newTestGateway(t, maxBodyConfig, up.URL)
 	for _, tc := range []struct {
 		name, path, framing string
 		body                string

@@ -17,18 +17,7 @@ import (
 func TestMaxBodyHTTP2(t *testing.T) {
 	t.Parallel()
 	up := newBodyUpstream(t)
-	srv := newTLSGateway(t, fmt.Sprintf(`
-routes:
-  - name: keyed
-    match: {path_prefix: /keyed}
-    upstream: %[1]s
-    max_body: 16B
-    limits:
-      - {algorithm: token_bucket, limit: 100, window: 1s, key: [json:id]}
-  - name: small
-    upstream: %[1]s
-    max_body: 16
-`, up.URL))
+	srv := newTLSGateway(t, fmt.Sprintf(maxBodyConfig, up.URL))
 	c := srv.Client()
 	for _, tc := range []struct {
 		name, path string
