@@ -87,6 +87,11 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		{"cookie hidden alone", "cookie:sid", "/", `a=x"SID=victim`, "", "inside another"},
 		{"cookie value holding name= is no cookie", "cookie:sid", "/", `next=sid=1; sid=k`, "k", ""},
 		{"cookie value holding &name= is no cookie", "cookie:sid", "/", `next=/a?x=1&sid=1; sid=k`, "k", ""},
+		// A cookie that parses is read whole by ASP.NET Core and
+		// http.cookies alike: a URL in its value holds no cookie.
+		{"cookie value holding ?name= is no cookie", "cookie:sid", "/", `next=https://example.com/?sid=1; sid=k`, "k", ""},
+		{"cookie value holding /name= is no cookie", "cookie:sid", "/", `sid=k; next=/a/sid=1`, "k", ""},
+		{"quoted cookie value holding name= is no cookie", "cookie:sid", "/", `next="/?sid=1"; sid=k`, "k", ""},
 		{"query of 1000 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 999) + "api_key=k", "", "k", ""},
 		{"query of 1001 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 1000) + "api_key=k", "", "", "more than 1000 parameters"},
 	} {

@@ -556,40 +556,73 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 // hiddenCookie reports whether the Cookie line holds name (as sameName
 // compares it) followed by "=" where appendCookie sees no cookie of its
 // own but some framework does: a token that starts after a byte that is
-// no token byte, inside a cookie rather than at its start. Where a cookie
-// does not parse, ASP.NET Core tries again one byte further on, so it
-// reads "sid=victim" as a cookie in `a=x"sid=victim` and `x@sid=victim`,
-// and Python's http.cookies (aiohttp) splits cookies at blanks, as in
-// `a=x sid=victim`. A token after "=" that itself follows a token is a
-// value, which every framework reads as one (`next=sid=1`).
+// no token byte, inside a cookie that does not parse, rather than at its
+// start. Where a cookie does not parse, ASP.NET Core tries again one byte
+// further on, so it reads "sid=victim" as a cookie in `a=x"sid=victim`
+// and `x@sid=victim`, and Python's http.cookies (aiohttp) splits cookies
+// at blanks, as in `a=x sid=victim`. A cookie that parses (its name a
+// token, its value cookie octets, quoted or not) is read whole by both,
+// so `next=https://example.com/?sid=1` holds no sid; nor does a token
+// after "=" that itself follows a token, which every framework reads as
+// a value (`next=sid=1`).
 func hiddenCookie(line, name string) bool {
-	start := true // at the start of a cookie, blanks aside
-	for p := 0; p < len(line); p++ {
-		c := line[p]
+	for line != "" {
+		var part string
+		if i := strings.IndexAny(line, ";,"); i >= 0 {
+			part, line = line[:i], line[i+1:]
+		} else {
+			part, line = line, ""
+		}
+		if !cookieParses(part) && hiddenName(strings.TrimLeft(part, " \t"), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// cookieParses reports whether part, one cookie of a Cookie line, is
+// NAME=VALUE as RFC 6265 has it, blanks around it aside: NAME a token and
+// VALUE cookie octets, in double quotes or not. ASP.NET Core and Python's
+// http.cookies read such a cookie whole.
+func cookieParses(part string) bool {
+	k, v, ok := strings.Cut(strings.Trim(part, " \t"), "=")
+	if !ok || !validToken(strings.TrimRight(k, " \t")) {
+		return false
+	}
+	v = strings.TrimLeft(v, " \t")
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// hiddenName reports whether part, a cookie that does not parse, holds
+// name followed by "=" as a token that starts after a byte no token holds
+// (and is not the value of a NAME= before it).
+func hiddenName(part, name string) bool {
+	for p := 1; p < len(part); p++ {
+		c := part[p]
 		switch {
-		case c == ';' || c == ',':
-			start = true
+		case tokenByte(part[p-1]) || !tokenByte(c):
 			continue
-		case c == ' ' || c == '\t':
-			continue
-		case start:
-			start = false
-			continue
-		case p == 0 || tokenByte(line[p-1]) || !tokenByte(c):
-			continue
-		case line[p-1] == '=' && p >= 2 && tokenByte(line[p-2]):
+		case part[p-1] == '=' && p >= 2 && tokenByte(part[p-2]):
 			continue
 		}
 		e := p
-		for e < len(line) && tokenByte(line[e]) {
+		for e < len(part) && tokenByte(part[e]) {
 			e++
 		}
 		q := e
-		for q < len(line) && (line[q] == ' ' || line[q] == '\t') {
+		for q < len(part) && (part[q] == ' ' || part[q] == '\t') {
 			q++
 		}
-		if q < len(line) && line[q] == '=' {
-			k := line[p:e]
+		if q < len(part) && part[q] == '=' {
+			k := part[p:e]
 			if strings.ContainsAny(k, "%+") {
 				var buf [64]byte
 				k = string(appendUnescaped(buf[:0], k))
