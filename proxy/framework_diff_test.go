@@ -268,6 +268,7 @@ func TestFrameworkASPNetCookies(t *testing.T) {
 		{"comma after the value", "sid=victim,%d"},
 		{"inside a value after a quote", `sid=rot%d; a=x"sid=victim`},
 		{"inside a name", "sid=rot%d; x@sid=victim"},
+		{"inside a value after a blank beside =", "sid=rot%d; next =/?sid=victim"},
 		{"after a blank", "sid=rot%d; a=x sid=victim"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,6 +92,10 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		{"cookie value holding ?name= is no cookie", "cookie:sid", "/", `next=https://example.com/?sid=1; sid=k`, "k", ""},
 		{"cookie value holding /name= is no cookie", "cookie:sid", "/", `sid=k; next=/a/sid=1`, "k", ""},
 		{"quoted cookie value holding name= is no cookie", "cookie:sid", "/", `next="/?sid=1"; sid=k`, "k", ""},
+		// A blank beside the "=" fails ASP.NET Core's parse, which then
+		// finds the sid inside.
+		{"cookie hidden after a blank before =", "cookie:sid", "/", `sid=rot1; next =/?sid=victim`, "", "inside another"},
+		{"cookie hidden after a blank after =", "cookie:sid", "/", `sid=rot1; next= /?sid=victim`, "", "inside another"},
 		{"query of 1000 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 999) + "api_key=k", "", "k", ""},
 		{"query of 1001 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 1000) + "api_key=k", "", "", "more than 1000 parameters"},
 	} {

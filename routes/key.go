@@ -581,15 +581,16 @@ func hiddenCookie(line, name string) bool {
 }
 
 // cookieParses reports whether part, one cookie of a Cookie line, is
-// NAME=VALUE as RFC 6265 has it, blanks around it aside: NAME a token and
-// VALUE cookie octets, in double quotes or not. ASP.NET Core and Python's
-// http.cookies read such a cookie whole.
+// NAME=VALUE as RFC 6265 has it, blanks around it aside: NAME a token,
+// "=" right after it, and VALUE cookie octets right after that, in double
+// quotes or not. ASP.NET Core and Python's http.cookies read such a cookie
+// whole; ASP.NET Core fails on a blank beside the "=" and tries again one
+// byte further on.
 func cookieParses(part string) bool {
 	k, v, ok := strings.Cut(strings.Trim(part, " \t"), "=")
-	if !ok || !validToken(strings.TrimRight(k, " \t")) {
+	if !ok || !validToken(k) {
 		return false
 	}
-	v = strings.TrimLeft(v, " \t")
 	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
 		v = v[1 : len(v)-1]
 	}
