@@ -192,7 +192,7 @@ func FuzzKeyCookie(f *testing.F) {
 		named := strings.Count(string(foldInPlace([]byte(unescapeAll(line1+";"+line2)))), "sid")
 		var amb *AmbiguousError
 		if errors.As(err, &amb) && amb.Source == "cookie:sid" {
-			// sid= inside another cookie (see hiddenCookie).
+			// sid= inside another cookie (see hiddenName).
 			if named < 1 {
 				t.Fatalf("cookies %q, %q: %v with sid named nowhere", line1, line2, err)
 			}

@@ -246,12 +246,10 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 				dst, ok = appendQuery(dst, r.URL.RawQuery, s.name)
 			}
 		case srcCookie:
-			for _, line := range r.Header["Cookie"] {
-				if hiddenCookie(line, s.name) {
-					return dst, &AmbiguousError{Source: s.text, Why: "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"}
-				}
+			var hidden bool
+			if dst, ok, hidden = appendCookie(dst, r.Header["Cookie"], s.name); hidden {
+				return dst, &AmbiguousError{Source: s.text, Why: "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"}
 			}
-			dst, ok = appendCookie(dst, r.Header["Cookie"], s.name)
 		case srcJSON:
 			if r.URL != nil && r.URL.RawQuery != "" && queryNames(r.URL.RawQuery, string(s.path[0])) {
 				// Rails reads params as the body merged with the
@@ -492,10 +490,12 @@ func qsName(k string) string {
 // upstream framework reads as name: names are compared escapes decoded
 // and as sameName does. Cookies end at a ";" and also at a ",", as
 // ASP.NET Core splits them (so "sid=victim,x" is victim to it, and
-// "sid=a,sid=b" two sids). The value is written as the frameworks that
-// decode it read it (see appendCookieValue).
-func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
-	found := false
+// "sid=a,sid=b" two sids). It reports hidden, whatever else, when a cookie
+// holds name where only some frameworks see it (see hiddenName). The value
+// is written as the frameworks that decode it read it (see
+// appendCookieValue).
+func appendCookie(dst []byte, lines []string, name string) (out []byte, ok, hidden bool) {
+	found, twice := false, false
 	var val string
 	for _, line := range lines {
 		for line != "" {
@@ -509,6 +509,9 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 			if !ok {
 				continue
 			}
+			if !cookieParses(part) && hiddenName(strings.TrimLeft(part, " \t"), name) {
+				return dst, false, true
+			}
 			if k = strings.TrimSpace(k); strings.ContainsAny(k, "%+") {
 				var buf [64]byte
 				k = string(appendUnescaped(buf[:0], k))
@@ -516,11 +519,14 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 			if !sameName(k, name) {
 				continue
 			}
-			if found {
-				return dst, false
-			}
+			// A second one is refused, once the rest of the lines are
+			// looked through for a hidden one.
+			twice = twice || found
 			found, val = true, strings.TrimSpace(v)
 		}
+	}
+	if twice {
+		return dst, false, false
 	}
 	if expressJSONCookie(val) {
 		// Express's cookie-parser reads a value that starts with "j:"
@@ -547,37 +553,10 @@ func appendCookie(dst []byte, lines []string, name string) ([]byte, bool) {
 		*bp = text[:0]
 		cookieJSON.Put(bp)
 		if ok {
-			return out, true
+			return out, true, false
 		}
 	}
-	return appendCookieValue(dst, val), true
-}
-
-// hiddenCookie reports whether the Cookie line holds name (as sameName
-// compares it) followed by "=" where appendCookie sees no cookie of its
-// own but some framework does: a token that starts after a byte that is
-// no token byte, inside a cookie that does not parse, rather than at its
-// start. Where a cookie does not parse, ASP.NET Core tries again one byte
-// further on, so it reads "sid=victim" as a cookie in `a=x"sid=victim`
-// and `x@sid=victim`, and Python's http.cookies (aiohttp) splits cookies
-// at blanks, as in `a=x sid=victim`. A cookie that parses (its name a
-// token, its value cookie octets, quoted or not) is read whole by both,
-// so `next=https://example.com/?sid=1` holds no sid; nor does a token
-// after "=" that itself follows a token, which every framework reads as
-// a value (`next=sid=1`).
-func hiddenCookie(line, name string) bool {
-	for line != "" {
-		var part string
-		if i := strings.IndexAny(line, ";,"); i >= 0 {
-			part, line = line[:i], line[i+1:]
-		} else {
-			part, line = line, ""
-		}
-		if !cookieParses(part) && hiddenName(strings.TrimLeft(part, " \t"), name) {
-			return true
-		}
-	}
-	return false
+	return appendCookieValue(dst, val), true, false
 }
 
 // cookieParses reports whether part, one cookie of a Cookie line, is
@@ -602,9 +581,17 @@ func cookieParses(part string) bool {
 	return true
 }
 
-// hiddenName reports whether part, a cookie that does not parse, holds
-// name followed by "=" as a token that starts after a byte no token holds
-// (and is not the value of a NAME= before it).
+// hiddenName reports whether part, a cookie that does not parse (see
+// cookieParses), holds name (as sameName compares it) followed by "=" as
+// a token that starts after a byte no token holds, inside the cookie
+// rather than at its start: a cookie appendCookie does not see but some
+// framework does. Where a cookie does not parse, ASP.NET Core tries again
+// one byte further on, so it reads "sid=victim" as a cookie in
+// `a=x"sid=victim` and `x@sid=victim`, and Python's http.cookies
+// (aiohttp) splits cookies at blanks, as in `a=x sid=victim`. A cookie
+// that parses is read whole by both, so `next=https://example.com/?sid=1`
+// holds no sid; nor does a token after "=" that itself follows a token,
+// which every framework reads as a value (`next=sid=1`).
 func hiddenName(part, name string) bool {
 	for p := 1; p < len(part); p++ {
 		c := part[p]

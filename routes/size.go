@@ -74,14 +74,5 @@ func (d *decoder) size(m map[string]entry, name, path string) val[int64] {
 // prefixes 0x, 0o and 0b, none of which a size is written with.
 func decimal(s string) bool {
 	whole, frac, hasFrac := strings.Cut(s, ".")
-	return digits(whole) && (!hasFrac || digits(frac))
-}
-
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
+	return allDigits(whole) && (!hasFrac || allDigits(frac))
 }
