@@ -389,7 +389,7 @@ func parseLease(vals []rueidis.RedisMessage) (leaseReply, error) {
 	}
 	return leaseReply{
 		granted: f[0], at: f[1], valid: time.Duration(f[2]) * time.Microsecond, mark: f[3],
-		remaining: f[4], retry: time.Duration(f[5]), reset: time.Duration(f[6]),
+		remaining: f[4], retry: time.Duration(f[5]) * time.Microsecond, reset: time.Duration(f[6]) * time.Microsecond,
 	}, nil
 }
 

@@ -28,7 +28,7 @@
 -- ARGV[15]  token_bucket: the units the lease holds, besides those this
 --           call reports, or '' (a give-back of a lease that is gone)
 --
--- Reply: {granted, now_us, valid_us, mark, remaining, retry_ns, reset_ns}:
+-- Reply: {granted, now_us, valid_us, mark, remaining, retry_us, reset_us}:
 -- the units granted; the script's time; how long from now the instance
 -- may spend them (to the window's end, or the token_bucket holding's
 -- expiry); the window start they are counted in (0 for token_bucket);
@@ -74,8 +74,8 @@ if alg == 3 then
     redis.call('SET', k, fmt(st) .. ' ' .. fmt(cnt), 'PX', ttl(e - now, slack))
   end
   local retry = 0
-  if g < want or g == 0 then retry = (e - now) * 1000 end
-  local reset = (e - now) * 1000
+  if g < want or g == 0 then retry = e - now end
+  local reset = e - now
   if cnt == 0 then reset = 0 end
   return {g, now, e - now, st, limit - cnt, retry, reset}
 end
@@ -103,11 +103,11 @@ if alg == 5 then
     redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * w - now, slack))
   end
   local retry = 0
-  if g < want or g == 0 then retry = cretry(cur, prev, el, w, limit) * 1000 end
+  if g < want or g == 0 then retry = cretry(cur, prev, el, w, limit) end
   local rem = 0
   if limit - cur - weight > 0 then rem = math.ceil(limit - cur - weight) end
   local reset = 0
-  if cur > 0 then reset = (st + 2 * w - now) * 1000 elseif prev > 0 then reset = (st + w - now) * 1000 end
+  if cur > 0 then reset = st + 2 * w - now elseif prev > 0 then reset = st + w - now end
   return {g, now, st + w - now, st, rem, retry, reset}
 end
 
@@ -198,5 +198,5 @@ redis.call('HSET', k, 'l', fmt(level), 't', fmt(at))
 -- Fresh once every lease has expired and the level has refilled.
 redis.call('PEXPIRE', k, ttl(math.max(maxe - now, 0) + (cap - level), slack))
 local retry = 0
-if (g < want or g == 0) and level < t then retry = (t - level) * 1000 end
-return {g, now, valid, 0, math.floor(level / t), retry, (cap - level) * 1000}
+if (g < want or g == 0) and level < t then retry = t - level end
+return {g, now, valid, 0, math.floor(level / t), retry, cap - level}
