@@ -339,10 +339,6 @@ func (l *lease) decisionLocked(now time.Time, allowed bool) ratelimit.Decision {
 	return d
 }
 
-// leaseFieldArg is the index in leaseArgs of the token_bucket field that
-// holds the lease's units.
-const leaseFieldArg = 11
-
 // leaseField is the token_bucket field that holds what lease l has leased
 // and not reported spent: one per lease, written by its calls alone, so
 // that a call may say what the lease holds (see refill) without a lease
@@ -352,8 +348,9 @@ func (s *Store) leaseField(l *lease) string {
 	return "o:" + s.id + "/" + strconv.FormatInt(l.id, 10)
 }
 
-// leaseArgs builds the arguments of one lease.lua call.
-func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMark, spent, refunds int64, ttl time.Duration) []string {
+// leaseArgs builds the arguments of one lease.lua call; field is the
+// token_bucket field that holds what the call leases (see leaseField).
+func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, field string, want, back, backMark, spent, refunds int64, ttl time.Duration) []string {
 	at := ""
 	if s.o.CallerTime {
 		at = strconv.FormatInt(now.UnixMicro(), 10)
@@ -369,7 +366,7 @@ func (s *Store) leaseArgs(now time.Time, p *ratelimit.Policy, want, back, backMa
 		strconv.FormatInt(back, 10),
 		strconv.FormatInt(backMark, 10),
 		strconv.FormatInt(spent, 10),
-		"o:" + s.id, // leaseFieldArg: no lease's (a look, takeOne)
+		field,
 		strconv.FormatInt(micros(ttl), 10),
 		strconv.FormatInt(refunds, 10),
 	}
@@ -391,11 +388,6 @@ func parseLease(vals []rueidis.RedisMessage) (leaseReply, error) {
 		granted: f[0], at: f[1], valid: time.Duration(f[2]) * time.Microsecond, mark: f[3],
 		remaining: f[4], retry: time.Duration(f[5]) * time.Microsecond, reset: time.Duration(f[6]) * time.Microsecond,
 	}, nil
-}
-
-// leaseCall runs lease.lua once for the bucket key of policy p.
-func (s *Store) leaseCall(ctx context.Context, c rueidis.Client, now time.Time, p *ratelimit.Policy, key string, want, back, backMark, spent, refunds int64, ttl time.Duration) (leaseReply, error) {
-	return s.runLease(ctx, c, p, key, s.leaseArgs(now, p, want, back, backMark, spent, refunds, ttl), want, back)
 }
 
 // runLease runs lease.lua with args, which ask for want units and give
@@ -448,8 +440,7 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
 	l.spent, l.back, l.refunds = 0, 0, 0
 	p := l.req.Policy
-	args := s.leaseArgs(now, p, want, back, backMark, spent, refunds, l.ttlLocked(want))
-	args[leaseFieldArg] = s.leaseField(l)
+	args := s.leaseArgs(now, p, s.leaseField(l), want, back, backMark, spent, refunds, l.ttlLocked(want))
 	args = append(args, strconv.FormatInt(l.units+l.held, 10))
 	l.mu.Unlock()
 
@@ -651,8 +642,7 @@ func (s *Store) spendTime(now time.Time) time.Time {
 // one, until the next call or the lease's end) rather than one more per
 // admission, which would cap the refill lower and lower.
 func (s *Store) takeOne(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request, key string) (ratelimit.Decision, leaseUnit, error) {
-	args := s.leaseArgs(now, r.Policy, 1, 0, 0, math.MaxInt32, 0, leaseTTL)
-	args[leaseFieldArg] = "o:" + s.id + ":1"
+	args := s.leaseArgs(now, r.Policy, "o:"+s.id+":1", 1, 0, 0, math.MaxInt32, 0, leaseTTL)
 	rep, err := s.runLease(ctx, c, r.Policy, key, args, 1, 0)
 	if err != nil {
 		return ratelimit.Decision{}, leaseUnit{}, err
@@ -829,7 +819,8 @@ func (s *Store) settleLease(now time.Time, r ratelimit.Request, d ratelimit.Deci
 // instance holds. Units other instances hold are not counted.
 func (s *Store) peekLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, error) {
 	key := Key(s.prefix, r)
-	rep, err := s.leaseCall(ctx, c, now, r.Policy, key, 0, 0, 0, 0, 0, leaseTTL)
+	// A look leases nothing, so it names no lease's field.
+	rep, err := s.runLease(ctx, c, r.Policy, key, s.leaseArgs(now, r.Policy, "o:"+s.id, 0, 0, 0, 0, 0, leaseTTL), 0, 0)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}
@@ -884,9 +875,7 @@ func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease)
 			continue
 		}
 		rets = append(rets, ret{p, l.key, back})
-		args := s.leaseArgs(now, p, 0, back, mark, spent, refunds, leaseTTL)
-		args[leaseFieldArg] = s.leaseField(l)
-		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: args})
+		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, s.leaseField(l), 0, back, mark, spent, refunds, leaseTTL)})
 	}
 	if len(execs) == 0 {
 		return
