@@ -96,7 +96,10 @@ func StepLeakyBucket(p *Policy, s LeakyBucketState, now, n int64) (LeakyBucketSt
 		// of t; the last step comes no later than the bucket going idle.
 		d.RetryAfter = time.Duration(t - free%t)
 		if d.Remaining >= p.Capacity() {
-			d.RetryAfter = 0
+			// Every place is free while the outflow is still busy (a
+			// tolerance that is no multiple of t): the budget is
+			// whole, and Reset says so as RetryAfter does.
+			d.RetryAfter, d.Reset = 0, 0
 		}
 	default:
 		d.Remaining = p.Capacity()
@@ -181,6 +184,11 @@ func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int
 		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit)
 	}
 	d.Reset = counterReset(s, now, w)
+	if d.Remaining == p.Limit {
+		// prev weighs less than one request: the budget is whole,
+		// though prev has not aged out yet.
+		d.Reset = 0
+	}
 	return s, d
 }
 

@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("Atomicity", func(t *testing.T) { runAtomicity(t, open) })
 	t.Run("Shadow", func(t *testing.T) { runShadow(t, open) })
 	t.Run("Peek", func(t *testing.T) { runPeek(t, open) })
+	t.Run("PeekWhole", func(t *testing.T) { runPeekWhole(t, open) })
 	t.Run("Isolation", func(t *testing.T) { runIsolation(t, open) })
 	t.Run("Settings", func(t *testing.T) { runSettings(t, open) })
 	t.Run("Wait", func(t *testing.T) { runWait(t, open) })
@@ -521,6 +522,38 @@ func runPeek(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			for range 3 {
 				checkDecision(t, "peek after one request", T0, peek(t, s, T0, r), tc.after)
 			}
+		})
+	}
+}
+
+// runPeekWhole checks that a bucket whose budget is whole again reports
+// it with Reset 0, as it does RetryAfter, even while some of its state has
+// not aged out: a sliding_window_counter whose previous window weighs less
+// than one request, and a leaky_bucket whose max_wait is no multiple of
+// its interval, whose outflow is still busy while every place is free.
+func runPeekWhole(t *testing.T, open func(*testing.T) ratelimit.Store) {
+	cases := []struct {
+		pol  ratelimit.Policy
+		at   time.Duration // after one request at T0
+		want ratelimit.Decision
+	}{
+		// prev = 1 weighs 1/3 at 5s: ceil(3 - 1/3) = 3 remain.
+		{ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 3, Window: 3 * sec},
+			5 * sec, allow(3, 3, 0, 0)},
+		// The next departure is 50ms away, within max_wait's 250ms less
+		// two intervals: 1 + 2 places, all of them.
+		{ratelimit.Policy{Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: sec, Queue: 5, MaxWait: 250 * ms},
+			50 * ms, allow(10, 3, 0, 0)},
+	}
+	for i, tc := range cases {
+		t.Run(tc.pol.Algorithm.String(), func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			pol := tc.pol
+			pol.Name = fmt.Sprintf("whole-%d", i)
+			r := ratelimit.Request{Policy: mustPolicy(t, pol), Key: "k"}
+			decide(t, s, T0, []ratelimit.Request{r})
+			checkDecision(t, fmt.Sprintf("peek at +%v", tc.at), T0.Add(tc.at), peek(t, s, T0.Add(tc.at), r), tc.want)
 		})
 	}
 }

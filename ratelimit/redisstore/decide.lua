@@ -95,7 +95,7 @@ local function lb_step(p, nx, now, n)
   elseif nxt > now then
     rem = math.floor(free / t) + 1
     retry = t - free % t
-    if rem >= p.cap then retry = 0 end
+    if rem >= p.cap then retry, reset = 0, 0 end
   else
     rem = p.cap
   end
@@ -141,7 +141,9 @@ local function swc_step(p, st, cur, prev, now, n)
   else
     retry = cretry(cur, prev, el, w, p.limit)
   end
-  return st, cur, prev, {1, rem, retry, creset(st, cur, prev, now, w), 0, st}
+  local reset = creset(st, cur, prev, now, w)
+  if rem == p.limit then reset = 0 end
+  return st, cur, prev, {1, rem, retry, reset, 0, st}
 end
 
 -- sliding_window_log ---------------------------------------------------
