@@ -585,7 +585,7 @@ func (e *entry) decideLocked(p *Policy, now int64) Decision {
 // decided late, at a time within the block, is still refused.
 func (e *entry) decideInto(p *Policy, now int64, d *Decision) {
 	if p.Block > 0 && e.ext != nil && e.ext.block > now {
-		*d = BlockedDecision(p, e.ext.block, now)
+		*d = e.blockedLocked(p, now)
 		return
 	}
 	e.stepInto(p, now, d)
@@ -703,8 +703,23 @@ func (e *entry) undoLocked(p *Policy) {
 // peekLocked reports the budget without taking any.
 func (e *entry) peekLocked(p *Policy, now int64) Decision {
 	if p.Block > 0 && e.ext != nil && e.ext.block > now {
-		return BlockedDecision(p, e.ext.block, now)
+		return e.blockedLocked(p, now)
 	}
+	return e.budgetLocked(p, now)
+}
+
+// blockedLocked is the decision on e while its block lasts: a rejection
+// that takes nothing, whose RetryAfter points at the block's end and
+// whose Reset at when the budget, which the block leaves as it is, is
+// whole again, if that is later.
+func (e *entry) blockedLocked(p *Policy, now int64) Decision {
+	d := BlockedDecision(p, e.ext.block, now)
+	d.Reset = max(d.Reset, e.budgetLocked(p, now).Reset)
+	return d
+}
+
+// budgetLocked is peekLocked without the block.
+func (e *entry) budgetLocked(p *Policy, now int64) Decision {
 	var d Decision
 	switch p.Algorithm {
 	case TokenBucket:

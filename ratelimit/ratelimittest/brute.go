@@ -182,6 +182,38 @@ func runBlock(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			}
 		})
 	}
+	// Reset is when the budget is whole again: a block ends before that
+	// when the budget it left stays spent longer, and Reset then says
+	// so, while RetryAfter points at the block's end. A twin policy
+	// without the block, given the same requests, tells when that is.
+	for _, a := range ratelimit.Algorithms {
+		t.Run(a.String()+"/reset past the block", func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			pol := ratelimit.Policy{Name: "block-reset-" + a.String(), Algorithm: a, Limit: 2, Window: time.Minute, Block: 10 * sec}
+			if a == ratelimit.LeakyBucket {
+				pol.Queue = 1
+			}
+			twin := pol
+			twin.Name, twin.Block = "block-reset-twin-"+a.String(), 0
+			for _, r := range []ratelimit.Request{{Policy: mustPolicy(t, pol), Key: "k"}, {Policy: mustPolicy(t, twin), Key: "k"}} {
+				decide(t, s, T0, []ratelimit.Request{r})
+				decide(t, s, T0, []ratelimit.Request{r})
+				if d := decide(t, s, T0.Add(sec), []ratelimit.Request{r})[0]; d.Allowed {
+					t.Fatalf("%s: third request admitted", r.Policy.Name)
+				}
+			}
+			r := ratelimit.Request{Policy: mustPolicy(t, pol), Key: "k"}
+			now := T0.Add(3 * sec)
+			whole := peek(t, s, now, ratelimit.Request{Policy: mustPolicy(t, twin), Key: "k"}).Reset
+			if whole <= 8*sec {
+				t.Fatalf("twin: Reset %v, want past the block's end", whole)
+			}
+			want := ratelimit.Decision{Limit: 2, Blocked: true, RetryAfter: 8 * sec, Reset: whole}
+			checkDecision(t, "peek during the block", now, peek(t, s, now, r), want)
+			checkDecision(t, "request during the block", now, decide(t, s, now, []ratelimit.Request{r})[0], want)
+		})
+	}
 	t.Run("blocked limit charges no other", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)

@@ -494,8 +494,12 @@ local function step(i, n)
   local p, k = param(i), KEYS[i]
   local until_ = blocked(p, k)
   if until_ then
+    -- Reset is when the budget, which the block leaves as it is, is
+    -- whole again, if that is after the block's end (see
+    -- ratelimit.entry.blockedLocked).
     local left = (until_ - now)
-    return {0, 0, left, left, 0, 0, 1}, false
+    local d = algstep(p, k, i, 0)
+    return {0, 0, left, math.max(left, d[4]), 0, 0, 1}, false
   end
   local d, took, b = algstep(p, k, i, n)
   if d[1] == 0 and n > 0 then startblock(p, k, d) end
