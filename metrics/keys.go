@@ -55,7 +55,7 @@ func (c *keysCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // policyOf is the policy a bucket's policy name belongs to: an override's
-// buckets (policy "NAME#overrideN") count under NAME, which is the name
+// buckets (policy "NAME#override:LIMIT/WINDOW...") count under NAME, which is the name
 // the configuration gives.
 func policyOf(name string) string {
 	if i := strings.LastIndex(name, "#override"); i > 0 {

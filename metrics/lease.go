@@ -29,7 +29,7 @@ func newLeaseMetrics() leaseMetrics {
 // LeaseRequest counts one Redis round trip of leased policy with its
 // result: granted, exhausted, returned or error. It is called per round
 // trip, not per request, so the label lookup is affordable. An override's
-// leases ("NAME#overrideN") count under NAME, as the configuration names
+// leases ("NAME#override:LIMIT/WINDOW...") count under NAME, as the configuration names
 // the policy, and every lease method takes names the same way. A policy
 // the configuration serving has not makes no series (a reload removed it,
 // and the store gives back a lease it still held): no later reload would

@@ -134,9 +134,8 @@ func key6(a netip.Addr, bits int) prefix6 {
 // Override is one entry of a policy's overrides.
 type Override struct {
 	// Policy limits the matching consumers: the policy's settings with the
-	// override's. Its buckets are its own (its Name is the policy's with
-	// "#override" and the entry's position from 1), but it is shown under
-	// the policy's name. Nil when Exempt.
+	// override's. Its buckets are its own (its Name is OverrideName's),
+	// but it is shown under the policy's name. Nil when Exempt.
 	Policy *ratelimit.Policy
 	// Exempt means the policy neither limits nor charges the request.
 	Exempt bool
@@ -396,7 +395,7 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 		return nil
 	}
 	p := base
-	p.Name = base.Name + "#override" + strconv.Itoa(i+1)
+	p.Name = base.Name + "#override" + strconv.Itoa(i+1) // until compiled: see below
 	if limit.set {
 		p.Limit = limit.v
 	}
@@ -452,5 +451,31 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 	if len(d.probs) > before || pol == nil {
 		return nil
 	}
+	// The buckets are named after the override's settings, not its place
+	// in the list: an entry added or removed before it would otherwise
+	// rename it, and a reload would start its consumers afresh, lifting
+	// their blocks, though nothing of theirs changed.
+	p.Name = OverrideName(base.Name, pol)
+	if pol, err = ratelimit.NewPolicy(p); err != nil {
+		d.errorf(n, path, "%v", err)
+		return nil
+	}
 	return &Override{Policy: pol}
+}
+
+// OverrideName is the name of the buckets of an override of policy base
+// whose compiled policy is p: base, "#override:" and p's numbers
+// (limit/window, then burst for a token_bucket, queue/max_wait for a
+// leaky_bucket). Overrides of one policy with the same numbers share
+// their buckets, as a consumer that moves from one to the other keeps its
+// budget; the algorithm and sync are the policy's own.
+func OverrideName(base string, p *ratelimit.Policy) string {
+	name := base + "#override:" + strconv.FormatInt(p.Limit, 10) + "/" + p.Window.String()
+	switch p.Algorithm {
+	case ratelimit.TokenBucket:
+		name += "/" + strconv.FormatInt(p.Burst, 10)
+	case ratelimit.LeakyBucket:
+		name += "/" + strconv.FormatInt(p.Queue, 10) + "/" + p.MaxWait.String()
+	}
+	return name
 }

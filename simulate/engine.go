@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/ratelimit"
+	"github.com/sluicehq/sluice/routes"
 )
 
 // Request is one request of the traffic: when it arrives, as an offset from
@@ -158,7 +159,9 @@ func Simulate(p Params, tr *Traffic, o Options) ([]Result, error) {
 				if op, err = ov.Params.policy(a); err != nil {
 					return nil, fmt.Errorf("override %d: %w", k+1, err)
 				}
-				op.Name = fmt.Sprintf("%s#override%d", op.Name, k+1)
+				// As the gateway names it, so that overrides with
+				// the same numbers share buckets here too.
+				op.Name = routes.OverrideName(op.Name, op)
 			}
 			variants[i] = append(variants[i], op)
 		}
