@@ -10,7 +10,7 @@ import (
 
 // The listeners read their header and keep-alive bounds when they start, so
 // a reload that changes them must say a restart is needed; the body timeout
-// is the gateway's and applies at once.
+// is the gateway's and applies at once, as does store.memory.max_keys.
 func TestRestartNeededForClientTimeouts(t *testing.T) {
 	t.Parallel()
 	base := routes.Config{ClientHeaderTimeout: 10 * time.Second, ClientBodyTimeout: 30 * time.Second, KeepaliveTimeout: 2 * time.Minute}
@@ -23,6 +23,9 @@ func TestRestartNeededForClientTimeouts(t *testing.T) {
 		{"header", func(c *routes.Config) { c.ClientHeaderTimeout = time.Second }, []string{"client_header_timeout"}},
 		{"keepalive", func(c *routes.Config) { c.KeepaliveTimeout = time.Second }, []string{"keepalive_timeout"}},
 		{"body", func(c *routes.Config) { c.ClientBodyTimeout = time.Second }, nil},
+		// Each policy without a max_keys of its own takes it at load.
+		{"memory max_keys", func(c *routes.Config) { c.Store.Memory.MaxKeys = 5 }, nil},
+		{"store type", func(c *routes.Config) { c.Store.Type = "redis" }, []string{"store"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

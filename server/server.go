@@ -465,7 +465,11 @@ func restartNeeded(old, cfg *routes.Config) []string {
 	} else if old.TLS != nil && old.TLS.Listen != cfg.TLS.Listen {
 		out = append(out, "tls.listen")
 	}
-	if !reflect.DeepEqual(old.Store, cfg.Store) {
+	// store.memory.max_keys is every policy's default max_keys, which
+	// the policies take as they load.
+	oldStore, newStore := old.Store, cfg.Store
+	oldStore.Memory.MaxKeys, newStore.Memory.MaxKeys = 0, 0
+	if !reflect.DeepEqual(oldStore, newStore) {
 		out = append(out, "store")
 	}
 	if old.ClientHeaderTimeout != cfg.ClientHeaderTimeout {
