@@ -201,7 +201,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 	}
 	if cfg.Admin != "" {
-		if err := s.listen("admin", cfg.Admin, admin.Handler(s.metrics, source{s}), nil, errc); err != nil {
+		if err := s.listen("admin", cfg.Admin, s.sendBounded(admin.Handler(s.metrics, source{s})), nil, errc); err != nil {
 			s.closeAll()
 			s.release()
 			return err
