@@ -129,21 +129,23 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 	return true
 }
 
-// answering runs as the answer's header is written and returns what to run
-// after. An HTTP/1 server reads what is left of a body nobody read before
-// it writes the header, so the connection can carry the next request; it
-// does so with no deadline, and a client that stopped halfway would never
-// get its 404 or 429 and hold the connection for good. That read gets
+// answering runs as the answer's header is written and returns whether
+// it bounded a read of the rest of the body, and what to run after. An
+// HTTP/1 server reads what is left of a body nobody read before it writes
+// the header, so the connection can carry the next request; it does so
+// with no deadline, and a client that stopped halfway would never get its
+// 404 or 429 and hold the connection for good. That read gets
 // client_body_timeout as a whole; when it fails the server closes the
 // connection after the answer. The deadline is lifted after, so it cannot
-// cut a long response.
-func (b *clientBody) answering() func() {
+// cut a long response: the header must have gone out by then (see
+// recorder.readAway).
+func (b *clientBody) answering() (bool, func()) {
 	b.restore()
 	if b == nil || b.idle <= 0 || b.done.Load() || b.closed.Load() {
-		return func() {}
+		return false, func() {}
 	}
 	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
-	return func() {
+	return true, func() {
 		if b.done.Load() {
 			return
 		}

@@ -609,13 +609,34 @@ func (w *recorder) WriteHeader(code int) {
 		return
 	}
 	w.extend()
+	readAway := false
 	if !w.wrote && !informational {
-		defer w.body.answering()()
+		var lift func()
+		readAway, lift = w.body.answering()
+		defer lift()
 		w.final(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 	if code < 200 {
 		w.sent() // an informational answer goes out at once
+	} else if readAway {
+		w.readAway()
+	}
+}
+
+// readAway writes the answer's header out now, while the read of what is
+// left of the request body that an HTTP/1 server makes first is bounded
+// (see clientBody.answering). WriteHeader writes nothing in HTTP/1, nor
+// does a write its buffer holds: the header would otherwise go out, and
+// the rest of the body be read, at whatever later write fills the buffer,
+// with no bound left, and a client that stopped sending would get no
+// answer and hold the connection for as long as it stayed open.
+func (w *recorder) readAway() {
+	if w.h2 {
+		return // HTTP/2 reads nothing before the header
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
 	}
 }
 
@@ -637,11 +658,17 @@ func (w *recorder) keep() {
 
 func (w *recorder) Write(b []byte) (int, error) {
 	w.extend()
+	readAway := false
 	if !w.wrote {
-		defer w.body.answering()()
+		var lift func()
+		readAway, lift = w.body.answering()
+		defer lift()
 		w.final(http.StatusOK)
 	}
 	n, err := w.ResponseWriter.Write(b)
+	if readAway {
+		w.readAway()
+	}
 	w.sent()
 	return n, err
 }
