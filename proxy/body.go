@@ -129,8 +129,9 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 	return true
 }
 
-// answering runs as the answer's header is written and returns whether
-// it bounded a read of the rest of the body, and what to run after. An
+// answering runs as the answer's header is written and returns the bound
+// it set on a read of the rest of the body (zero: none), and what to run
+// after. An
 // HTTP/1 server reads what is left of a body nobody read before it writes
 // the header, so the connection can carry the next request; it does so
 // with no deadline, and a client that stopped halfway would never get its
@@ -139,13 +140,14 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 // connection after the answer. The deadline is lifted after, so it cannot
 // cut a long response: the header must have gone out by then (see
 // recorder.readAway).
-func (b *clientBody) answering() (bool, func()) {
+func (b *clientBody) answering() (time.Time, func()) {
 	b.restore()
 	if b == nil || b.idle <= 0 || b.done.Load() || b.closed.Load() {
-		return false, func() {}
+		return time.Time{}, func() {}
 	}
-	b.ctl.SetReadDeadline(time.Now().Add(b.idle))
-	return true, func() {
+	by := time.Now().Add(b.idle)
+	b.ctl.SetReadDeadline(by)
+	return by, func() {
 		if b.done.Load() {
 			return
 		}

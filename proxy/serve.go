@@ -609,35 +609,51 @@ func (w *recorder) WriteHeader(code int) {
 		return
 	}
 	w.extend()
-	readAway := false
+	var by time.Time
 	if !w.wrote && !informational {
 		var lift func()
-		readAway, lift = w.body.answering()
+		by, lift = w.body.answering()
 		defer lift()
 		w.final(code)
 	}
+	readAway := code >= 200 && w.readAway(by)
 	w.ResponseWriter.WriteHeader(code)
 	if code < 200 {
 		w.sent() // an informational answer goes out at once
 	} else if readAway {
-		w.readAway()
+		w.headerOut()
 	}
 }
 
-// readAway writes the answer's header out now, while the read of what is
-// left of the request body that an HTTP/1 server makes first is bounded
-// (see clientBody.answering). WriteHeader writes nothing in HTTP/1, nor
-// does a write its buffer holds: the header would otherwise go out, and
-// the rest of the body be read, at whatever later write fills the buffer,
-// with no bound left, and a client that stopped sending would get no
-// answer and hold the connection for as long as it stayed open.
-func (w *recorder) readAway() {
-	if w.h2 {
-		return // HTTP/2 reads nothing before the header
+// readAway reports whether the answer's header must be written out at
+// once (headerOut), while the read of what is left of the request body
+// that an HTTP/1 server makes before the header is bounded by by (see
+// clientBody.answering; zero: no such read). WriteHeader writes nothing in
+// HTTP/1, nor does a write its buffer holds: the header would otherwise go
+// out, and the rest of the body be read, at whatever later write fills
+// the buffer, with no bound left, and a client that stopped sending would
+// get no answer and hold the connection for as long as it stayed open.
+// The read comes first, so the write gets send_timeout after its bound,
+// not from now: a send_timeout shorter than client_body_timeout would
+// fail the write before it began.
+func (w *recorder) readAway(by time.Time) bool {
+	if by.IsZero() || w.h2 {
+		return false // HTTP/2 reads nothing before the header
 	}
+	if w.dl != nil && w.send > 0 {
+		w.sendBy = by.Add(w.send + w.send/4)
+		w.dl.SetWriteDeadline(w.sendBy)
+	}
+	return true
+}
+
+// headerOut writes out what the answer has so far, its header first; the
+// next write's deadline is send_timeout from then again (see readAway).
+func (w *recorder) headerOut() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+	w.sendBy = time.Time{}
 }
 
 // keep saves the gateway's own fields before a 1xx goes out.
@@ -660,14 +676,14 @@ func (w *recorder) Write(b []byte) (int, error) {
 	w.extend()
 	readAway := false
 	if !w.wrote {
-		var lift func()
-		readAway, lift = w.body.answering()
+		by, lift := w.body.answering()
 		defer lift()
 		w.final(http.StatusOK)
+		readAway = w.readAway(by)
 	}
 	n, err := w.ResponseWriter.Write(b)
 	if readAway {
-		w.readAway()
+		w.headerOut()
 	}
 	w.sent()
 	return n, err
