@@ -378,6 +378,7 @@ func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, name string, p *rate
 func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Request, req ratelimit.Request, d ratelimit.Decision, ex *exchange) bool {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
+	ctx = ratelimit.WithDrain(ctx, g.drain) // before stop's func may read ctx
 	// When shutdown begins, a request that cannot leave before the
 	// deadline is answered at once (the store tells, see ratelimit.Drain);
 	// the others keep their place but are cut off at the deadline.
@@ -386,7 +387,6 @@ func (g *Gateway) wait(s *snapshot, rt *route, w http.ResponseWriter, r *http.Re
 		context.AfterFunc(ctx, func() { t.Stop() })
 	})
 	defer stop()
-	ctx = ratelimit.WithDrain(ctx, g.drain)
 	peer := watchPeer(ctx, cancel, r)
 	rt.queue.Enter()
 	start := time.Now()
