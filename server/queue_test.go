@@ -150,9 +150,9 @@ func TestDrainUsesMovedDeparture(t *testing.T) {
 	up := u.start(t)
 	r := serve(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
-shutdown_timeout: 1500ms
+shutdown_timeout: 4500ms
 policies:
-  shaping: {algorithm: leaky_bucket, limit: 1, window: 1s, queue: 5, key: [global]}
+  shaping: {algorithm: leaky_bucket, limit: 1, window: 3s, queue: 5, key: [global]}
 routes:
   - name: orders
     upstream: %s
@@ -163,7 +163,8 @@ routes:
 	if code := sendSeq(context.Background(), url, "0"); code != 200 {
 		t.Fatalf("first: got %d, want 200", code)
 	}
-	// A departs 1s after the first, B 2s after.
+	// A departs 3s after the first, B 6s after. (Seconds apart, so that
+	// a busy machine still sees B alone in the queue for a while.)
 	actx, acancel := context.WithCancel(context.Background())
 	defer acancel()
 	var wg sync.WaitGroup
@@ -176,14 +177,14 @@ routes:
 	if !awaitQueueDepth(t, admin, "shaping", 2, 5*time.Second) {
 		t.Fatal("B never waited")
 	}
-	// A's client goes away: B moves to A's place, within 1s of the first.
+	// A's client goes away: B moves to A's place, within 3s of the first.
 	acancel()
 	if !awaitQueueDepth(t, admin, "shaping", 1, 5*time.Second) {
 		t.Fatal("A never left the queue")
 	}
-	r.stop() // the deadline is 1.5s from now; B departs within 1s
+	r.stop() // the deadline is 4.5s from now; B departs within 3s, not 6s
 	wg.Wait()
 	if bCode != 200 {
-		t.Errorf("B, whose departure moved to within 1s (shutdown_timeout 1.5s): got %d, want 200; upstream saw %q", bCode, u.got())
+		t.Errorf("B, whose departure moved to within 3s (shutdown_timeout 4.5s): got %d, want 200; upstream saw %q", bCode, u.got())
 	}
 }
