@@ -111,21 +111,30 @@ func (r *evictedRecord) note(p *Policy, h uint64, v evictedTimes, now int64) {
 // set, h's own entry is dropped: the bucket is being made again and
 // carries its state itself from now on.
 func (r *evictedRecord) take(p *Policy, h uint64, now int64, forget bool) evictedTimes {
-	var v evictedTimes
+	own, folded := r.lookup(p, h, now, forget)
+	return own.fold(folded)
+}
+
+// lookup is take with the times of h's own entry and those of the folded
+// entries that stand for h apart.
+func (r *evictedRecord) lookup(p *Policy, h uint64, now int64, forget bool) (own, folded evictedTimes) {
 	if r.sets == nil || !r.follow(p) {
-		return v
+		return own, folded
 	}
 	set := r.set(h)
 	for i := range set {
-		w := &set[i]
-		if w.end() > now && w.holds(h) {
-			v = v.fold(w.evictedTimes)
-			if forget && w.mask == ^uint64(0) {
+		switch w := &set[i]; {
+		case w.end() <= now || !w.holds(h):
+		case w.mask == ^uint64(0):
+			own = own.fold(w.evictedTimes)
+			if forget {
 				*w = evictedWay{}
 			}
+		default:
+			folded = folded.fold(w.evictedTimes)
 		}
 	}
-	return v
+	return own, folded
 }
 
 // follow makes p the record's policy and reports whether the entries were

@@ -320,7 +320,7 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 		if r.Policy.Algorithm == SlidingWindowLog {
 			fresh.ext = new(entryExt)
 		}
-		fresh.restoreLocked(r.Policy, s.evicted.take(r.Policy, h, t, false), t)
+		fresh.restoreLocked(r.Policy, s.recordLocked(r.Policy, r.Key, h, t, false), t)
 		return fresh.peekLocked(r.Policy, t), nil
 	}
 	defer e.unlock(false)
@@ -371,26 +371,28 @@ func (m *MemoryStore) settle(now time.Time, reqs []Request, ds []Decision, refun
 // queue keep their departures, and the next leaves one interval after
 // the last of them (see resetLocked).
 //
-// A bucket evicted live that the record of evicted buckets still holds is
-// made again, fresh: its entry in the record would otherwise bring it back
-// spent.
+// The record of evicted buckets would otherwise bring the bucket back
+// spent once it is gone (evicted, or removed by the sweeper as fresh): its
+// own entry there is dropped, and the folded entries that stand for it
+// stop counting for it (see recordLocked). A bucket that is gone stays
+// gone, so a reset evicts no other bucket to make room for a fresh one.
 func (m *MemoryStore) Reset(_ context.Context, r Request) error {
-	pt := m.table(r.Policy)
 	h := m.hash(r.Policy, r.Key)
-	s := pt.shardOf(h)
+	s := m.shardOf(r.Policy, h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := m.clock().UnixNano()
+	own, folded := s.evicted.lookup(r.Policy, h, now, true)
 	e := s.find(h, r.Policy, r.Key)
 	if e == nil {
-		now := m.clock().UnixNano()
-		if s.evicted.take(r.Policy, h, now, false).end() <= now {
-			return nil
+		if own.end() > now || folded.end() > now {
+			s.noteReset(r.Key, m.resets.Add(1), now, folded.end())
 		}
-		e = s.getLocked(r, h, now, m.perShard(pt, r.Policy), nil)
+		return nil
 	}
 	e.pol = r.Policy
 	e.resetLocked(r.Policy)
-	s.noteReset(r.Key, m.resets.Add(1), m.clock().UnixNano())
+	s.noteReset(r.Key, m.resets.Add(1), now, folded.end())
 	e.unlock(true)
 	return nil
 }

@@ -195,8 +195,11 @@ type memShard struct {
 }
 
 // resetNote is a Reset of a bucket: the store's count of resets it made,
-// and when, in Unix ns.
-type resetNote struct{ gen, at int64 }
+// and when, in Unix ns. unfold is the latest end of the folded entries of
+// the record of evicted buckets that stood for the bucket when it was
+// reset (0 when none did): until then they no longer count for it, unless
+// it is evicted live again (see recordLocked).
+type resetNote struct{ gen, at, unfold int64 }
 
 // resetMemory is how long a shard notes a Reset: longer than any request
 // takes to be settled (a hold that is never settled runs out within 10
@@ -205,21 +208,49 @@ type resetNote struct{ gen, at int64 }
 const resetMemory = int64(time.Hour)
 
 // noteReset notes that key was reset at now, the store's count of resets
-// being gen. Notes older than resetMemory go whenever the notes reach a
-// multiple of 64, so that many resets cost a pass over the notes each 64.
-// The caller holds s.mu.
-func (s *memShard) noteReset(key string, gen, now int64) {
+// being gen, while folded record entries that end at unfold stood for it.
+// Notes older than resetMemory, and past their unfold, go whenever the
+// notes reach a multiple of 64, so that many resets cost a pass over the
+// notes each 64. The caller holds s.mu.
+func (s *memShard) noteReset(key string, gen, now, unfold int64) {
 	if s.resets == nil {
 		s.resets = make(map[string]resetNote)
 	}
 	if len(s.resets)%64 == 63 {
 		for k, n := range s.resets {
-			if now-n.at > resetMemory {
+			if now-n.at > resetMemory && n.unfold <= now {
 				delete(s.resets, k)
 			}
 		}
 	}
-	s.resets[key] = resetNote{gen, now}
+	s.resets[key] = resetNote{gen, now, unfold}
+}
+
+// recordLocked is what the shard's record of evicted buckets holds for the
+// bucket of key, whose hash is h, of p at now: the times a bucket made
+// then starts from (see restoreLocked). Folded entries that stood for the
+// bucket when it was last reset do not count: a reset makes the bucket
+// fresh, and a folded entry, which stands for other evicted buckets too,
+// cannot forget it alone. Once the bucket is evicted live again they
+// count, as they may hold its new eviction too. forget is take's. The
+// caller holds s.mu.
+func (s *memShard) recordLocked(p *Policy, key string, h uint64, now int64, forget bool) evictedTimes {
+	own, folded := s.evicted.lookup(p, h, now, forget)
+	if folded.end() > now && s.resets != nil {
+		if n, ok := s.resets[key]; ok && n.unfold > now {
+			return own
+		}
+	}
+	return own.fold(folded)
+}
+
+// evictedLiveLocked notes that key's bucket was evicted live: folded
+// entries count for it again (see recordLocked). The caller holds s.mu.
+func (s *memShard) evictedLiveLocked(key string) {
+	if n, ok := s.resets[key]; ok && n.unfold != 0 {
+		n.unfold = 0
+		s.resets[key] = n
+	}
 }
 
 // resetSince reports whether key was reset after a unit taken when the
@@ -291,7 +322,7 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 	// that note may fold entries, and one folded with this bucket's own
 	// would bring it back emptier than it left, and than Peek showed it.
 	// Taking the entry first also frees its way for the note.
-	left := s.evicted.take(r.Policy, h, now, true)
+	left := s.recordLocked(r.Policy, r.Key, h, now, true)
 	if s.n >= limit {
 		s.evictLocked(r.Policy, now, limit, keep)
 	}
@@ -426,6 +457,9 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 					s.evicted = newEvictedRecord(limit)
 				}
 				s.evicted.note(p, tag&hashMask, e.evictedTimesLocked(now), now)
+				if s.resets != nil {
+					s.evictedLiveLocked(e.key)
+				}
 				s.removeLocked(s.hand)
 				s.hand++
 				return
