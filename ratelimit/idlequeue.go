@@ -145,7 +145,7 @@ func (s *memShard) takeIdleLocked(now int64, keep []uint64) bool {
 		}
 		e := &s.tab.Load().slots[i]
 		if e.idleAt() <= now && !e.pinnedLocked() && !slices.Contains(keep, d.h) {
-			s.removeLocked(i)
+			s.dropIdleLocked(i)
 			return true
 		}
 		q.push(idleDue{d.h, e.dueAtLocked(now)})
@@ -188,7 +188,7 @@ func (s *memShard) passLocked(now int64, keep []uint64) (removed int) {
 		case !e.tryLock():
 			offer(tag&hashMask, now+1) // being decided on: live
 		case e.idleAt() <= now && !e.pinnedLocked() && !slices.Contains(keep, tag&hashMask):
-			s.removeLocked(at)
+			s.dropIdleLocked(at)
 			removed++
 			continue // a later bucket may have shifted into at
 		default:

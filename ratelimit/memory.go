@@ -315,12 +315,13 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 	e := s.find(h, r.Policy, r.Key)
 	if e == nil {
 		// The bucket it would be made as: fresh, or as the record of
-		// evicted buckets has it.
+		// evicted buckets has it, or, at a time before an idle bucket's
+		// removal, as goneTimes has it.
 		fresh := entry{pol: r.Policy}
 		if r.Policy.Algorithm == SlidingWindowLog {
 			fresh.ext = new(entryExt)
 		}
-		fresh.restoreLocked(r.Policy, s.recordLocked(r.Policy, r.Key, h, t, false), t)
+		fresh.restoreLocked(r.Policy, s.recordLocked(r.Policy, r.Key, h, t, false).fold(s.gone.at(r.Policy, h)), t)
 		return fresh.peekLocked(r.Policy, t), nil
 	}
 	defer e.unlock(false)

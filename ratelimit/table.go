@@ -190,6 +190,7 @@ type memShard struct {
 	hand    int                   // the clock hand's slot
 	idle    idleQueue             // buckets that become idle soonest; empty until the first eviction
 	evicted evictedRecord         // live buckets evicted; empty until the first
+	gone    goneTimes             // idle buckets removed, for late requests
 	resets  map[string]resetNote  // keys reset lately; nil until the first
 	_       [64]byte              // keeps neighbouring shards' locks off one cache line
 }
@@ -311,7 +312,8 @@ func (s *memShard) lookup(h uint64, p *Policy, key string, wait bool) *entry {
 // and creates it when there is none: when the shard holds limit buckets it
 // first evicts one (see evictLocked), but none whose hash is in keep. A
 // bucket the record says was evicted live comes back no fuller than it
-// left. now is the decision time in Unix ns. The caller holds the shard's
+// left, and so does one removed as idle for a request decided before its
+// removal (see goneTimes). now is the decision time in Unix ns. The caller holds the shard's
 // lock and unlocks the bucket as used.
 func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []uint64) *entry {
 	if e := s.find(h, r.Policy, r.Key); e != nil {
@@ -322,7 +324,7 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 	// that note may fold entries, and one folded with this bucket's own
 	// would bring it back emptier than it left, and than Peek showed it.
 	// Taking the entry first also frees its way for the note.
-	left := s.recordLocked(r.Policy, r.Key, h, now, true)
+	left := s.recordLocked(r.Policy, r.Key, h, now, true).fold(s.gone.at(r.Policy, h))
 	if s.n >= limit {
 		s.evictLocked(r.Policy, now, limit, keep)
 	}
@@ -447,7 +449,7 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 			case e.pinnedLocked():
 				e.unlock(false)
 			case idle <= now:
-				s.removeLocked(s.hand)
+				s.dropIdleLocked(s.hand)
 				s.hand++
 				return
 			case tag&usedBit != 0:
@@ -484,7 +486,7 @@ func (s *memShard) removeIdleLocked(at, n int, now int64, keep []uint64) (next, 
 			at++
 		case !e.pinnedLocked() && e.idleAt() <= now &&
 			!slices.Contains(keep, atomic.LoadUint64(&e.tag)&hashMask):
-			s.removeLocked(at)
+			s.dropIdleLocked(at)
 			removed++
 		default:
 			e.unlock(false)
