@@ -1,6 +1,9 @@
 package ratelimit
 
-import "time"
+import (
+	"math/bits"
+	"time"
+)
 
 // The steps below are the algorithms. Each takes the bucket's state, the
 // decision time in Unix nanoseconds and a cost n (1 to take a request, 0 to
@@ -155,6 +158,8 @@ type SlidingWindowCounterState struct {
 
 // StepSlidingWindowCounter admits a request when cur + prev*(1-f) < Limit,
 // f being the elapsed fraction of the current window, and counts it in cur.
+// It decides in integers, exactly: with w the window and e the time
+// elapsed in it, prev*(1-f) is prev*(w-e)/w.
 func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int64) (SlidingWindowCounterState, Decision) {
 	w := p.window
 	start := windowStart(now, w)
@@ -165,18 +170,16 @@ func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int
 		s = SlidingWindowCounterState{Start: start}
 	}
 	elapsed := min(max(now-s.Start, 0), w-1)
-	// weight is prev*(1-f) as a float; the same arithmetic runs in Lua.
-	weight := float64(s.Prev) * float64(w-elapsed) / float64(w)
+	room := counterRoom(p.Limit, s.Cur, s.Prev, w, elapsed)
 	d := Decision{Limit: p.Limit}
-	if n > 0 && float64(s.Cur)+weight >= float64(p.Limit) {
+	if n > 0 && room == 0 {
 		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit)
 		d.Reset = counterReset(s, now, w)
 		return s, d
 	}
 	s.Cur += n
 	d.Allowed = true
-	if room := float64(p.Limit) - float64(s.Cur) - weight; room > 0 {
-		d.Remaining = ceilInt(room)
+	if d.Remaining = max(room-n, 0); d.Remaining > 0 {
 		// The budget grows once cur + prev*(1-f) drops below
 		// limit - remaining; at limit - remaining = 0 it is whole.
 		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit-d.Remaining)
@@ -192,11 +195,37 @@ func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int
 	return s, d
 }
 
+// counterRoom is how many requests fit below limit at once:
+// ceil(limit - cur - prev*(w-elapsed)/w), or 0 when that is not positive,
+// which is when a request is rejected. Since prev*(w-elapsed)/w is x, a
+// fraction, limit - cur - x rounds up to limit - cur - floor(x); the
+// product takes 128 bits, the quotient at most prev.
+func counterRoom(limit, cur, prev, w, elapsed int64) int64 {
+	if cur >= limit {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(prev), uint64(w-elapsed))
+	x, _ := bits.Div64(hi, lo, uint64(w))
+	return max(limit-cur-int64(x), 0)
+}
+
+// ceilMulDiv is ceil(a*b/c) for a, b >= 0 and c > 0 with a quotient below
+// 2^63 (the caller sees to it), exactly.
+func ceilMulDiv(a, b, c int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	q, r := bits.Div64(hi, lo, uint64(c))
+	if r != 0 {
+		q++
+	}
+	return int64(q)
+}
+
 // counterRetry is how long until cur + prev*(1-f) drops below target, 0
 // when target is 0 and nothing counts. The comparison is strict, so the
 // exact answer lies just past a boundary; it is rounded up to a whole
 // microsecond, which keeps stores that compute in microseconds (Redis
-// scripts) in agreement with this one.
+// scripts) in agreement with this one. It is computed exactly, as the
+// decision is.
 func counterRetry(s SlidingWindowCounterState, elapsed, w, target int64) time.Duration {
 	toEnd := w - elapsed
 	var wait int64
@@ -205,13 +234,15 @@ func counterRetry(s SlidingWindowCounterState, elapsed, w, target int64) time.Du
 		return 0
 	case s.Cur >= target:
 		// Only the next window helps: there cur becomes prev, and
-		// cur*(1-f') < target needs f' > 1 - target/cur.
-		need := float64(w) - float64(target)*float64(w)/float64(s.Cur)
-		wait = toEnd + int64(need) + 1
+		// cur*(w-e') < target*w needs e' > w - target*w/cur.
+		wait = toEnd + w - ceilMulDiv(target, w, s.Cur) + 1
+	case target-s.Cur >= s.Prev:
+		// prev*(w-e)/w < target-cur at every e > 0.
+		wait = 1
 	default:
 		// prev*(w-e)/w < target-cur  <=>  e > w - (target-cur)*w/prev
-		e := float64(w) - float64(target-s.Cur)*float64(w)/float64(s.Prev)
-		wait = min(max(int64(e)+1-elapsed, 1), toEnd)
+		e := w - ceilMulDiv(target-s.Cur, w, s.Prev)
+		wait = min(max(e+1-elapsed, 1), toEnd)
 	}
 	return time.Duration(ceilMicro(wait))
 }
@@ -231,12 +262,4 @@ func counterReset(s SlidingWindowCounterState, now, w int64) time.Duration {
 		return time.Duration(s.Start + w - now)
 	}
 	return 0
-}
-
-func ceilInt(x float64) int64 {
-	i := int64(x)
-	if float64(i) < x {
-		i++
-	}
-	return i
 }

@@ -5,8 +5,8 @@
 -- durations handed back are whole microseconds too (the Go side makes them
 -- nanoseconds: a double holds every microsecond count of a span up to
 -- MaxSpan exactly, but not the same span in nanoseconds beyond 104 days),
--- and the float arithmetic of sliding_window_counter runs on nanosecond
--- differences exactly as in Go.
+-- and sliding_window_counter decides in whole numbers, exactly, as Go does
+-- (see swc_room in common.lua).
 --
 -- KEYS[i]   the bucket of limit i; a sliding_window_log limit also has
 --           KEYS[i] .. ':s' (same hash tag) holding its settled time, and a
@@ -127,16 +127,15 @@ end
 
 local function swc_step(p, st, cur, prev, now, n)
   local w = p.w
-  local el, _, weight
-  st, cur, prev, el, _, weight = swc_roll(st, cur, prev, now, w)
-  if n > 0 and cur + weight >= p.limit then
+  local el
+  st, cur, prev, el = swc_roll(st, cur, prev, now, w)
+  local room = swc_room(p.limit, cur, prev, el, w)
+  if n > 0 and room == 0 then
     return st, cur, prev, {0, 0, cretry(cur, prev, el, w, p.limit), creset(st, cur, prev, now, w), 0, st}
   end
   cur = cur + n
-  local rem, retry = 0, 0
-  local room = p.limit - cur - weight
-  if room > 0 then
-    rem = math.ceil(room)
+  local rem, retry = math.max(room - n, 0), 0
+  if rem > 0 then
     retry = cretry(cur, prev, el, w, p.limit - rem)
   else
     retry = cretry(cur, prev, el, w, p.limit)

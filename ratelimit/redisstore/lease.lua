@@ -90,22 +90,22 @@ if alg == 5 then
       prev = math.max(prev - back, 0)
     end
   end
-  local el, _, weight
-  st, cur, prev, el, _, weight = swc_roll(st, cur, prev, now, w)
+  local el
+  st, cur, prev, el = swc_roll(st, cur, prev, now, w)
   -- As the per-request step: a unit is admitted while cur + weight <
-  -- limit, so ceil(limit - cur - weight) of them fit. The weight only
-  -- falls until the window ends, which is when the grant must be spent.
+  -- limit, so ceil(limit - cur - weight) of them fit (swc_room, exact).
+  -- The weight only falls until the window ends, which is when the grant
+  -- must be spent.
+  local room = swc_room(limit, cur, prev, el, w)
   local g = 0
-  local room = limit - cur - weight
-  if room > 0 then g = math.min(want, math.ceil(room)) end
+  if room > 0 then g = math.min(want, room) end
   cur = cur + g
   if g > 0 or back > 0 then
     redis.call('SET', k, fmt(st) .. ' ' .. fmt(cur) .. ' ' .. fmt(prev), 'PX', ttl(st + 2 * w - now, slack))
   end
   local retry = 0
   if g < want or g == 0 then retry = cretry(cur, prev, el, w, limit) end
-  local rem = 0
-  if limit - cur - weight > 0 then rem = math.ceil(limit - cur - weight) end
+  local rem = room - g
   local reset = 0
   if cur > 0 then reset = st + 2 * w - now elseif prev > 0 then reset = st + w - now end
   return {g, now, st + w - now, st, rem, retry, reset}
