@@ -9,7 +9,8 @@
 # Health: the image has no shell, so HEALTHCHECK runs `sluice health`, which
 # GETs /healthz on the config's admin listener (keep admin on; it may stay
 # on 127.0.0.1, the probe runs inside the container).
-FROM golang:1.26-bookworm AS build
+# The Go release go.mod names: the image builds with its own toolchain only.
+FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
