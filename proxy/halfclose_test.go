@@ -2,9 +2,11 @@ package proxy
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 )
@@ -36,27 +38,44 @@ routes:
     upstream: %s
     limits: [shaping]
 `, up.URL)
-	if resp, err := testClient.Get(srv.URL + "/first"); err != nil {
-		t.Fatal(err)
-	} else {
-		// The next request on the queued route waits up to 8s: long
-		// enough that it still waits on a loaded machine, short enough
-		// that, were it forwarded, its answer would come within the read
-		// deadline below.
-		resp.Body.Close()
-	}
-	for _, path := range []string{"/queued", "/slow"} {
-		t.Run(path, func(t *testing.T) {
+	for _, tc := range []struct {
+		path string
+		// before runs just ahead of the request, in the subtest: a
+		// parallel subtest may wait for its slot longer than the
+		// queue's interval (20s in a run of the whole package), and a
+		// request that comes once the interval has passed is not queued
+		// but forwarded at once, often answered before net/http has
+		// seen the half-close.
+		before func(t *testing.T)
+	}{
+		{"/queued", func(t *testing.T) {
+			// The next request on the queued route waits up to 8s: long
+			// enough that it still waits on a loaded machine, short
+			// enough that, were it forwarded, its answer would come
+			// within the read deadline below.
+			resp, err := testClient.Get(srv.URL + "/first")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}},
+		{"/slow", func(*testing.T) {}},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
 			t.Parallel()
+			tc.before(t)
 			c, err := net.Dial("tcp", srv.Listener.Addr().String())
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n")
+			io.WriteString(c, "GET "+tc.path+" HTTP/1.1\r\nHost: x\r\n\r\n")
 			c.(*net.TCPConn).CloseWrite()
 			c.SetReadDeadline(time.Now().Add(20 * time.Second))
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("no answer and the connection still open after 20s: want it closed once the request is abandoned")
+			}
 			if err != nil {
 				return // no answer
 			}
