@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,9 +46,12 @@ type clientBody struct {
 	closed atomic.Bool
 	// ended is set as the handler returns: the connection is then the
 	// server's again (and maybe the next request's), so the deadline is
-	// never touched after.
+	// never touched after, and the body is not read (see settle).
 	ended atomic.Bool
-	fail  atomic.Pointer[bodyFailure]
+	// reading is held by a guarded read while it runs, so that settle can
+	// wait for it.
+	reading sync.Mutex
+	fail    atomic.Pointer[bodyFailure]
 }
 
 // bodyFailure is what the client did wrong, as the answer it gets.
@@ -65,6 +69,10 @@ func (f *bodyFailure) Error() string { return f.err.Error() }
 func (f *bodyFailure) Unwrap() error { return f.err }
 
 var errBodyTooLarge = errors.New("request body larger than max_body")
+
+// errHandlerEnded ends a read of the body begun after the handler returned
+// (see settle).
+var errHandlerEnded = errors.New("request body read after the handler returned")
 
 // wrapBody puts a clientBody in front of r's body before anything reads it
 // and returns it; nil when r has no body. It runs before routing, so a
@@ -164,15 +172,28 @@ func (b *clientBody) answering() (time.Time, func()) {
 // settle runs as the handler ends. What is left of a body nobody read is
 // read away by the server so the connection can carry the next request;
 // that read gets client_body_timeout as a whole.
+//
+// The transport may still be reading the body then, as an upstream may
+// answer before it has the whole body. net/http, as the handler returns,
+// ends a read of the connection it finds in flight with a deadline in the
+// past, as settle does here, but then lifts every deadline before it
+// reads the rest away: a client that stopped sending would hold the
+// connection for as long as it stayed silent. So settle ends that read
+// itself and waits for it, and the body reads nothing after.
 func (b *clientBody) settle() {
 	if b == nil {
 		return
 	}
 	b.restore()
+	b.ended.Store(true) // reads to come end at once
 	if b.idle > 0 && !b.done.Load() && !b.closed.Load() {
+		if !b.reading.TryLock() {
+			b.ctl.SetReadDeadline(time.Unix(1, 0))
+			b.reading.Lock()
+		}
 		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
+		b.reading.Unlock()
 	}
-	b.ended.Store(true)
 }
 
 func tooLargeDetail(rt *route, max int64) string {
@@ -184,8 +205,13 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	if f := b.fail.Load(); f != nil {
 		return 0, f
 	}
-	if b.done.Load() || b.ended.Load() {
+	if b.done.Load() {
 		return b.rc.Read(p)
+	}
+	b.reading.Lock()
+	defer b.reading.Unlock()
+	if b.ended.Load() {
+		return 0, errHandlerEnded
 	}
 	if b.max > 0 && int64(len(p)) > b.max-b.n+1 {
 		// Read one byte past the limit at most: enough to tell a body

@@ -113,3 +113,43 @@ routes:
 		})
 	}
 }
+
+// TestBrokenAnswerWithStalledBody: an upstream breaks off its answer's
+// body, so the gateway gives the answer up halfway (http.ErrAbortHandler),
+// while the client has stalled its own body. net/http then closes the
+// connection, but first reads what is left of the request body, with no
+// deadline when the transport was reading it at that moment (it lifts the
+// deadline it uses to stop that read): the client held the connection for
+// as long as it stayed silent, in a few runs in a hundred. The connection
+// must close within about client_body_timeout.
+func TestBrokenAnswerWithStalledBody(t *testing.T) {
+	t.Parallel()
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\nonly part of it")
+		// close with 985 bytes owed
+	})
+	srv, _ := newTestGateway(t, `
+client_body_timeout: 300ms
+routes:
+  - name: broken
+    upstream: %s
+`, up.url())
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	c.SetDeadline(start.Add(5 * time.Second))
+	io.WriteString(c, "POST /broken HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nonly ten b")
+	_, err = io.Copy(io.Discard, c) // the header and part of the body, then the end
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("the connection was still open %v after an answer broken off, want it closed", time.Since(start).Round(100*time.Millisecond))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the connection closed after %v, want within about client_body_timeout (300ms)", d.Round(100*time.Millisecond))
+	}
+}
