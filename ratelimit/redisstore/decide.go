@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -287,6 +288,10 @@ func decodeReply(vals []rueidis.RedisMessage, now time.Time, reqs []ratelimit.Re
 // rueidis gave up on the connection, or whose reply is lost, keeps what
 // it took: the bucket is held lower, never higher.
 func (s *Store) execTake(ctx context.Context, c rueidis.Client, keys, args []string, now time.Time, reqs []ratelimit.Request) rueidis.RedisResult {
+	// The late reply comes after Decide has returned, when reqs is the
+	// caller's again: the gateway clears and reuses it for the next
+	// request, so the give-back works from its own copy.
+	reqs = slices.Clone(reqs)
 	// Like bounded's, the call is not waited for by Close, which ends
 	// bgCtx: it then returns at once.
 	return await(ctx, func() rueidis.RedisResult {
