@@ -173,6 +173,13 @@ func (e *entry) evictedTimesLocked(now int64) evictedTimes {
 // blocked to its block's end, and from then on with its budget as above,
 // as it would have stayed; like a kept bucket's, the block counts only
 // while p blocks.
+//
+// A sliding_window_log keeps the times even once they have passed: a
+// request decided late, at a time before them, comes after one in order
+// that made the bucket again (see goneTimes), and the bucket that stayed
+// would refuse it, by the entries it dropped (its log's settled time) or
+// by its block's end. Its ext is there anyway; the others' late requests
+// are not judged exactly, and would cost them one.
 func (e *entry) restoreLocked(p *Policy, v evictedTimes, now int64) {
 	if v.block > now {
 		if e.ext == nil {
@@ -181,6 +188,10 @@ func (e *entry) restoreLocked(p *Policy, v evictedTimes, now int64) {
 		e.ext.block = v.block
 	}
 	if v.until <= now {
+		if p.Algorithm == SlidingWindowLog {
+			e.ext.log.settled = max(e.ext.log.settled, v.until)
+			e.ext.block = max(e.ext.block, v.block)
+		}
 		return
 	}
 	switch p.Algorithm {
