@@ -227,6 +227,11 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		d = b.until
 	}
 	b.ctl.SetReadDeadline(d)
+	if b.ended.Load() {
+		// settle came between the check above and this deadline, which
+		// may have replaced the one it set to end this read.
+		return 0, errHandlerEnded
+	}
 	n, err := b.rc.Read(p)
 	b.n += int64(n)
 	var tooLarge *http.MaxBytesError
