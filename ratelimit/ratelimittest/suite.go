@@ -6,7 +6,8 @@
 // so a store that computes in microseconds (a Redis script working in Lua
 // doubles) must agree exactly with one that computes in nanoseconds. The
 // decision times are virtual (fixed instants in 2026); only the Wait cases
-// touch real time, for a few tens of milliseconds.
+// touch real time, and place every departure they must not reach an hour
+// out, so that a loaded machine only makes them slower.
 package ratelimittest
 
 import (
@@ -655,28 +656,25 @@ func runWait(t *testing.T, open func(*testing.T) ratelimit.Store) {
 		s := open(t)
 		// A store hands back only a place still ahead on its own clock
 		// (a later one may have been left by the request behind), so
-		// this case decides at the real time, with a place a second out.
+		// this case decides at the real time, with a place an hour out:
+		// no pause of a loaded machine puts it behind.
 		now := time.Now().Truncate(time.Microsecond)
-		p := mustPolicy(t, ratelimit.Policy{Name: "wait-cancel", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: 10 * sec, Queue: 2})
+		p := mustPolicy(t, ratelimit.Policy{Name: "wait-cancel", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: 10 * time.Hour, Queue: 2})
 		r := ratelimit.Request{Policy: p, Key: "k"}
 		reqs := []ratelimit.Request{r}
 		decide(t, s, now, reqs)
 		d2 := decide(t, s, now, reqs)[0]
-		if d2.Delay != sec {
-			t.Fatalf("second request: got Delay %v, want 1s", d2.Delay)
+		if d2.Delay != time.Hour {
+			t.Fatalf("second request: got Delay %v, want 1h", d2.Delay)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		start := time.Now()
-		if err := s.Wait(ctx, r, d2); !errors.Is(err, context.Canceled) {
+		if err := returnsSoon(t, "cancelled Wait", func() error { return s.Wait(ctx, r, d2) }); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait with a cancelled context: got %v, want %v", err, context.Canceled)
-		}
-		if took := time.Since(start); took > 50*ms {
-			t.Errorf("cancelled Wait took %v, want it prompt", took)
 		}
 		// The freed place goes to the next request, at the same delay.
 		d3 := decide(t, s, now, reqs)[0]
-		checkDecision(t, "request after the cancelled one", now, d3, queued(10, 1, sec, 2*sec, sec))
+		checkDecision(t, "request after the cancelled one", now, d3, queued(10, 1, time.Hour, 2*time.Hour, time.Hour))
 	})
 	t.Run("waits until departure", func(t *testing.T) {
 		t.Parallel()
@@ -701,43 +699,64 @@ func runWait(t *testing.T, open func(*testing.T) ratelimit.Store) {
 	t.Run("drain cuts only departures after the deadline", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
-		// 1 per 200ms: the waiters leave 200 and 400ms after now. A
-		// shutdown whose deadline lies 300ms out lets the first leave and
-		// answers the second at once, whose place goes back.
+		// 1 per hour, decided an hour less 200ms ago: the waiters leave
+		// 200ms and an hour and 200ms after now. A shutdown whose
+		// deadline lies a minute out lets the first leave and answers the
+		// second at once, whose place goes back. However late a loaded
+		// machine runs the rest, the second's departure stays after the
+		// deadline and ahead of every store's clock.
 		now := time.Now().Truncate(time.Microsecond)
-		p := mustPolicy(t, ratelimit.Policy{Name: "wait-drain", Algorithm: ratelimit.LeakyBucket, Limit: 5, Window: sec, Queue: 5})
+		at := now.Add(200*ms - time.Hour)
+		p := mustPolicy(t, ratelimit.Policy{Name: "wait-drain", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: time.Hour, Queue: 5})
 		r := ratelimit.Request{Policy: p, Key: "k"}
 		reqs := []ratelimit.Request{r}
-		decide(t, s, now, reqs)
-		d1 := decide(t, s, now, reqs)[0]
-		d2 := decide(t, s, now, reqs)[0]
-		if d1.Delay != 200*ms || d2.Delay != 400*ms {
-			t.Fatalf("waiters: got Delay %v and %v, want 200ms and 400ms", d1.Delay, d2.Delay)
+		decide(t, s, at, reqs)
+		d1 := decide(t, s, at, reqs)[0]
+		d2 := decide(t, s, at, reqs)[0]
+		if d1.Delay != time.Hour || d2.Delay != 2*time.Hour {
+			t.Fatalf("waiters: got Delay %v and %v, want 1h and 2h", d1.Delay, d2.Delay)
 		}
 		done := make(chan struct{})
-		deadline := now.Add(300 * ms)
+		deadline := now.Add(time.Minute)
 		ctx := ratelimit.WithDrain(context.Background(), &ratelimit.Drain{Done: done, Deadline: func() time.Time { return deadline }})
 		first := make(chan error, 1)
 		go func() { first <- s.Wait(ctx, r, d1) }()
 		close(done)
-		start := time.Now()
-		if err := s.Wait(ctx, r, d2); !errors.Is(err, ratelimit.ErrDrained) {
+		if err := returnsSoon(t, "drained Wait", func() error { return s.Wait(ctx, r, d2) }); !errors.Is(err, ratelimit.ErrDrained) {
 			t.Errorf("Wait of a departure after the deadline: got %v, want %v", err, ratelimit.ErrDrained)
 		}
-		if took := time.Since(start); took > 100*ms {
-			t.Errorf("drained Wait took %v, want it prompt", took)
-		}
-		if err := <-first; err != nil {
+		if err := returnsSoon(t, "Wait of a departure before the deadline", func() error { return <-first }); err != nil {
 			t.Errorf("Wait of a departure before the deadline: got %v, want nil", err)
 		}
 		if left := time.Since(d1.Departure); left < -time.Millisecond {
 			t.Errorf("the first waiter left %v before its departure, want at or after it", -left)
 		}
 		// The second's place went back: the next request, decided at
-		// now, is given it.
-		d3 := decide(t, s, now, reqs)[0]
-		if d3.Delay != 400*ms {
-			t.Errorf("request after the drained one: got Delay %v, want 400ms (its place)", d3.Delay)
+		// the same time, is given it.
+		d3 := decide(t, s, at, reqs)[0]
+		if d3.Delay != 2*time.Hour {
+			t.Errorf("request after the drained one: got Delay %v, want 2h (its place)", d3.Delay)
 		}
 	})
+}
+
+// patience is how long returnsSoon waits: far beyond any pause a loaded
+// machine makes, and a moment beside the hour a Wait that sleeps to its
+// departure would take.
+const patience = 30 * time.Second
+
+// returnsSoon runs f, a Wait that must not sleep to its departure (an
+// hour or more away), and returns its error; it fails t when f has not
+// returned within patience.
+func returnsSoon(t *testing.T, what string, f func() error) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(patience):
+		t.Fatalf("%s has not returned after %v, want it prompt", what, patience)
+		return nil
+	}
 }
