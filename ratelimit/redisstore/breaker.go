@@ -66,12 +66,18 @@ func (b *breaker) succeeded() {
 // its scripts still decide every limit that writes nothing, rejections
 // of spent buckets included, so the error opens no breaker. Otherwise a
 // flood of fresh keys, which any client can send, would move every
-// bucket of the gateway to the on_error fallback.
+// bucket of the gateway to the on_error fallback. Being an answer, it
+// also ends a run of failures: were it to leave the count as it stands,
+// round trips that time out now and then, among the OOM answers of a
+// flood that lasts, would add up to an open breaker.
 func (b *breaker) failed(err error, force bool) {
 	b.mu.Lock()
 	b.lastErr = err
 	b.mu.Unlock()
 	if !force && isOOMReply(err) {
+		if b.failures.Load() != 0 {
+			b.failures.Store(0)
+		}
 		return
 	}
 	b.healthy.Store(false)
