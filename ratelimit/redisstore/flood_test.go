@@ -58,6 +58,21 @@ func infoField(t *testing.T, srv *redistest.Server, section, name string) string
 	return ""
 }
 
+// floodTimeout is the Timeout of the stores the floods fill: a round trip
+// that outlasts it is decided by the fallback, whose fresh bucket admits
+// a spent key, and a loaded machine must not pass for that. Only Redis
+// answering OOM is what the tests are about.
+const floodTimeout = 10 * time.Second
+
+// oomSeen is an Options.Observe that notes whether Redis answered OOM.
+type oomSeen struct{ atomic.Bool }
+
+func (o *oomSeen) observe(_ time.Duration, err error) {
+	if isOOMReply(err) {
+		o.Store(true)
+	}
+}
+
 // TestKeyFloodOOMKeepsBreakerClosed: a flood of fresh key values against
 // a Redis with maxmemory and noeviction (the setting that keeps live
 // buckets) fills it, and every script that writes fails with OOM. Were
@@ -68,7 +83,8 @@ func infoField(t *testing.T, srv *redistest.Server, section, name string) string
 // nothing, the rejections of spent buckets among them.
 func TestKeyFloodOOMKeepsBreakerClosed(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	var full oomSeen
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: floodTimeout, Observe: full.observe})
 	// A sliding log, not a window aligned to the clock: a window that
 	// turned during the test would make the spent key fresh.
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "otp", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour})
@@ -83,8 +99,11 @@ func TestKeyFloodOOMKeepsBreakerClosed(t *testing.T) {
 			t.Fatalf("request %d: allowed %v, want %v", i+1, out[0].Allowed, want)
 		}
 	}
-	n := floodKeys(t, s, flood, 400_000, func() bool { return s.LastError() != nil })
+	n := floodKeys(t, s, flood, 400_000, full.Load)
 	t.Logf("flooded %d fresh keys; healthy=%v last error: %v", n, s.Healthy(), s.LastError())
+	if !full.Load() {
+		t.Fatalf("flooded %d fresh keys: Redis never answered OOM, want it full", n)
+	}
 	admitted := admittedOf(t, s, victim, 3)
 	if admitted > 0 {
 		t.Errorf("after the key flood, %d more requests of a key whose window (limit 3) is spent were admitted (fallback: %v)", admitted, fmt.Sprint(s.LastError()))

@@ -16,7 +16,8 @@ import (
 // on_error local, whose fresh bucket admits the key's whole limit again.
 func TestOOMSpentKeyWithBlock(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	var full oomSeen
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: floodTimeout, Observe: full.observe})
 	// A sliding log, not a window aligned to the clock: a window that
 	// turned during the test would make the spent key fresh.
 	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "login", Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: time.Hour, Block: time.Hour})
@@ -28,7 +29,9 @@ func TestOOMSpentKeyWithBlock(t *testing.T) {
 		}
 	}
 	other := ratelimit.MustPolicy(ratelimit.Policy{Name: "api", Algorithm: ratelimit.FixedWindow, Limit: 3, Window: time.Hour})
-	floodKeys(t, s, other, 400_000, func() bool { return s.LastError() != nil })
+	if n := floodKeys(t, s, other, 400_000, full.Load); !full.Load() {
+		t.Fatalf("flooded %d fresh keys: Redis never answered OOM, want it full", n)
+	}
 	// Stay full: the flood stops at the first OOM, when used memory
 	// hovers at maxmemory; keep it over, as a flood that goes on does.
 	srv.Do("CONFIG", "SET", "maxmemory", "1mb")
