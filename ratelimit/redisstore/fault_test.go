@@ -263,8 +263,11 @@ func TestFallbackTakesOverTheQueue(t *testing.T) {
 	fallback := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
 	defer fallback.Close()
 	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout, Fallback: fallback})
-	const interval = 100 * time.Millisecond
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "handover", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: time.Second, Queue: 5})
+	// An interval no pause of a loaded machine outlasts: Redis decides
+	// on its own clock, and requests further apart than the interval
+	// would not queue at all.
+	const interval = time.Minute
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "handover", Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: 10 * time.Minute, Queue: 5})
 	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
 	var last ratelimit.Decision
 	for i := range 3 {
@@ -300,8 +303,10 @@ func TestRedisTakesTheQueueBack(t *testing.T) {
 	fallback := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
 	defer fallback.Close()
 	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout, Fallback: fallback})
-	const interval = 200 * time.Millisecond
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "handback", Algorithm: ratelimit.LeakyBucket, Limit: 5, Window: time.Second, Queue: 10})
+	// As in TestFallbackTakesOverTheQueue, requests a loaded machine
+	// sends further apart than the interval would not queue.
+	const interval = time.Minute
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "handback", Algorithm: ratelimit.LeakyBucket, Limit: 5, Window: 5 * time.Minute, Queue: 10})
 	reqs := []ratelimit.Request{{Policy: p, Key: "k"}}
 	srv.Kill()
 	var last ratelimit.Decision
