@@ -11,50 +11,67 @@ import (
 // TestLateRequestAfterIdleRemoval decides a sliding_window_log request
 // late: at a time before that of a sweep, or of a decision that made room,
 // which removed its bucket as idle. The bucket that stayed would refuse
-// it, its window holding the limit; the one made again must too.
+// it, its window holding the limit (or the time falling within its block);
+// the one made again must too, whether the late request makes it or a
+// request in order made it first.
 func TestLateRequestAfterIdleRemoval(t *testing.T) {
 	t.Parallel()
 	for _, remover := range []string{"sweep", "eviction"} {
 		for _, block := range []time.Duration{0, 20 * time.Second} {
-			t.Run(remover+"/block="+block.String(), func(t *testing.T) {
-				t.Parallel()
-				p := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 5, Window: 10 * time.Second, Block: block, MaxKeys: 1})
-				m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
-				defer m.Close()
-				for i := range 5 { // at +4.0s to +4.4s
-					admitOne(t, m, t0.Add(4*time.Second+time.Duration(i)*100*time.Millisecond), p, "victim")
+			for _, remade := range []bool{false, true} {
+				name := remover + "/block=" + block.String()
+				if remade {
+					name += "/made again first"
 				}
-				last := t0.Add(4400 * time.Millisecond)
-				if block > 0 {
-					// Rejected: blocked to +24.4s.
-					if d := decideOne(t, m, last, p, "victim"); d.Allowed {
-						t.Fatal("6th: got allowed, want rejected")
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					p := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 5, Window: 10 * time.Second, Block: block, MaxKeys: 1})
+					m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+					defer m.Close()
+					for i := range 5 { // at +4.0s to +4.4s
+						admitOne(t, m, t0.Add(4*time.Second+time.Duration(i)*100*time.Millisecond), p, "victim")
 					}
-				}
-				// Idle from +14.4s (+24.4s with the block): removed at
-				// +14.5s (+24.5s).
-				removal := last.Add(max(p.Window, block) + 100*time.Millisecond)
-				if remover == "sweep" {
-					m.Sweep(removal)
-				} else {
-					decideOne(t, m, removal, p, "newcomer")
-				}
-				if tracked(m, p, "victim") {
-					t.Fatal("victim: got kept, want removed as idle (the case under test)")
-				}
-				// Decided late, at +13.9s: (+3.9s, +13.9s] holds five.
-				late := t0.Add(13900 * time.Millisecond)
-				if block > 0 {
-					late = t0.Add(24 * time.Second) // within the block
-				}
-				if d := decideOne(t, m, late, p, "victim"); d.Allowed {
-					t.Errorf("decided at +%v after removal at +%v: got allowed, want rejected", late.Sub(t0), removal.Sub(t0))
-				}
-				// In order, the bucket is fresh.
-				if d := decideOne(t, m, removal, p, "victim"); !d.Allowed {
-					t.Errorf("decided at +%v: got rejected (retry %v), want allowed", removal.Sub(t0), d.RetryAfter)
-				}
-			})
+					last := t0.Add(4400 * time.Millisecond)
+					if block > 0 {
+						// Rejected: blocked to +24.4s.
+						if d := decideOne(t, m, last, p, "victim"); d.Allowed {
+							t.Fatal("6th: got allowed, want rejected")
+						}
+					}
+					// Idle from +14.4s (+24.4s with the block): removed at
+					// +14.5s (+24.5s).
+					removal := last.Add(max(p.Window, block) + 100*time.Millisecond)
+					if remover == "sweep" {
+						m.Sweep(removal)
+					} else {
+						decideOne(t, m, removal, p, "newcomer")
+					}
+					if tracked(m, p, "victim") {
+						t.Fatal("victim: got kept, want removed as idle (the case under test)")
+					}
+					// In order, the bucket is fresh.
+					inOrder := func() {
+						t.Helper()
+						if d := decideOne(t, m, removal, p, "victim"); !d.Allowed {
+							t.Fatalf("decided at +%v: got rejected (retry %v), want allowed", removal.Sub(t0), d.RetryAfter)
+						}
+					}
+					if remade {
+						inOrder()
+					}
+					// Decided late, at +13.9s: (+3.9s, +13.9s] holds five.
+					late := t0.Add(13900 * time.Millisecond)
+					if block > 0 {
+						late = t0.Add(24 * time.Second) // within the block
+					}
+					if d := decideOne(t, m, late, p, "victim"); d.Allowed {
+						t.Errorf("decided at +%v after removal at +%v: got allowed, want rejected", late.Sub(t0), removal.Sub(t0))
+					}
+					if !remade {
+						inOrder()
+					}
+				})
+			}
 		}
 	}
 }
@@ -99,47 +116,5 @@ func TestSlidingLogExactWithLateRequests(t *testing.T) {
 				t.Fatalf("%s: got %d admitted in (%d, %d], want at most %d", k, limit+1, times[i]-window, times[i], limit)
 			}
 		}
-	}
-}
-
-// TestLateRequestAfterIdleRemovalAndRemake is TestLateRequestAfterIdleRemoval
-// with a request in order coming first: it makes the removed bucket again,
-// fresh, and only then is the late one decided. The bucket that stayed
-// would still refuse the late request (its window holds the limit, or it
-// falls within the block); the one made again must too.
-func TestLateRequestAfterIdleRemovalAndRemake(t *testing.T) {
-	t.Parallel()
-	for _, block := range []time.Duration{0, 20 * time.Second} {
-		t.Run("block="+block.String(), func(t *testing.T) {
-			t.Parallel()
-			p := MustPolicy(Policy{Name: "otp", Algorithm: SlidingWindowLog, Limit: 5, Window: 10 * time.Second, Block: block, MaxKeys: 1})
-			m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
-			defer m.Close()
-			for i := range 5 { // at +4.0s to +4.4s
-				admitOne(t, m, t0.Add(4*time.Second+time.Duration(i)*100*time.Millisecond), p, "victim")
-			}
-			last := t0.Add(4400 * time.Millisecond)
-			if block > 0 {
-				if d := decideOne(t, m, last, p, "victim"); d.Allowed {
-					t.Fatal("6th: got allowed, want rejected")
-				}
-			}
-			removal := last.Add(max(p.Window, block) + 100*time.Millisecond)
-			m.Sweep(removal)
-			if tracked(m, p, "victim") {
-				t.Fatal("victim: got kept, want removed as idle (the case under test)")
-			}
-			// In order, the bucket is made again, fresh.
-			if d := decideOne(t, m, removal, p, "victim"); !d.Allowed {
-				t.Fatalf("decided at +%v: got rejected (retry %v), want allowed", removal.Sub(t0), d.RetryAfter)
-			}
-			late := t0.Add(13900 * time.Millisecond) // (+3.9s, +13.9s] holds five
-			if block > 0 {
-				late = t0.Add(24 * time.Second) // within the block
-			}
-			if d := decideOne(t, m, late, p, "victim"); d.Allowed {
-				t.Errorf("decided at +%v after removal at +%v and a request in order: got allowed, want rejected", late.Sub(t0), removal.Sub(t0))
-			}
-		})
 	}
 }
