@@ -491,13 +491,6 @@ func (k *kindStack) set(depth int, obj bool) {
 	}
 }
 
-func b2u(v bool) uint64 {
-	if v {
-		return 1
-	}
-	return 0
-}
-
 func (k *kindStack) setFar(depth int, obj bool) {
 	if k.far == nil {
 		k.far = farKinds.Get().(*[maxDepth/64 + 1]uint64)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -45,17 +44,6 @@ func floodKeys(t *testing.T, s *Store, p *ratelimit.Policy, max int64, stop func
 	}
 	wg.Wait()
 	return min(next.Load(), max)
-}
-
-func infoField(t *testing.T, srv *redistest.Server, section, name string) string {
-	t.Helper()
-	info := srv.Do("INFO", section)
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 // floodTimeout is the Timeout of the stores the floods fill: a round trip
