@@ -288,18 +288,19 @@ func decodeReply(vals []rueidis.RedisMessage, now time.Time, reqs []ratelimit.Re
 // rueidis gave up on the connection, or whose reply is lost, keeps what
 // it took: the bucket is held lower, never higher.
 func (s *Store) execTake(ctx context.Context, c rueidis.Client, keys, args []string, now time.Time, reqs []ratelimit.Request) rueidis.RedisResult {
-	// The late reply comes after Decide has returned, when reqs is the
-	// caller's again: the gateway clears and reuses it for the next
-	// request, so the give-back works from its own copy.
-	reqs = slices.Clone(reqs)
 	// Like bounded's, the call is not waited for by Close, which ends
 	// bgCtx: it then returns at once.
 	return await(ctx, func() rueidis.RedisResult {
 		lctx, cancel := context.WithTimeout(s.bgCtx, s.lateWait())
 		defer cancel()
 		return decideScript.Exec(lctx, c, keys, args)
-	}, func(r rueidis.RedisResult) {
-		s.giveBackLate(c, r, keys, args, now, reqs)
+	}, func() func(rueidis.RedisResult) {
+		// The late reply comes after Decide has returned, when reqs
+		// is the caller's again: the gateway clears and reuses it for
+		// the next request, so the give-back works from a copy, made
+		// only for a call the caller stops waiting for.
+		late := slices.Clone(reqs)
+		return func(r rueidis.RedisResult) { s.giveBackLate(c, r, keys, args, now, late) }
 	}, rueidis.NewErrorResult)
 }
 
@@ -521,25 +522,32 @@ func bounded(ctx context.Context, do func() rueidis.RedisResult) rueidis.RedisRe
 }
 
 // await runs do in a goroutine of its own and returns its result, or,
-// once ctx ends first, failed(ctx.Err()). The result of a call the caller
-// stopped waiting for goes to late when it comes (when late is not nil);
-// a result that comes as ctx ends goes to exactly one of them.
-func await[T any](ctx context.Context, do func() T, late func(T), failed func(error) T) T {
+// once ctx ends first, failed(ctx.Err()). As ctx ends, abandon (when not
+// nil) runs before the caller stops waiting, while what the call uses is
+// still the caller's, and returns what the result of the call goes to
+// when it comes later; a result that comes as ctx ends goes to exactly
+// one of the two.
+func await[T any](ctx context.Context, do func() T, abandon func() func(T), failed func(error) T) T {
 	const waiting, answered, abandoned = 0, 1, 2
 	var state atomic.Int32
+	var late atomic.Pointer[func(T)]
 	done := make(chan T, 1)
 	go func() {
 		r := do()
 		if state.CompareAndSwap(waiting, answered) {
 			done <- r
-		} else if late != nil {
-			late(r)
+		} else if f := late.Load(); f != nil {
+			(*f)(r)
 		}
 	}()
 	select {
 	case r := <-done:
 		return r
 	case <-ctx.Done():
+		if abandon != nil {
+			f := abandon()
+			late.Store(&f)
+		}
 		if state.CompareAndSwap(waiting, abandoned) {
 			return failed(ctx.Err())
 		}
