@@ -577,7 +577,13 @@ func (w *recorder) extend() {
 	if !w.sendBy.IsZero() && w.sendBy.Sub(now) >= w.send {
 		return
 	}
-	w.sendBy = now.Add(w.send + w.send/4)
+	w.sendFrom(now)
+}
+
+// sendFrom sets the write deadline a quarter more than send_timeout after
+// t (see extend).
+func (w *recorder) sendFrom(t time.Time) {
+	w.sendBy = t.Add(w.send + w.send/4)
 	w.dl.SetWriteDeadline(w.sendBy)
 }
 
@@ -641,8 +647,7 @@ func (w *recorder) readAway(by time.Time) bool {
 		return false // HTTP/2 reads nothing before the header
 	}
 	if w.dl != nil && w.send > 0 {
-		w.sendBy = by.Add(w.send + w.send/4)
-		w.dl.SetWriteDeadline(w.sendBy)
+		w.sendFrom(by)
 	}
 	return true
 }
