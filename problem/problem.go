@@ -117,11 +117,13 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i < len(s) && htmlSafe[s[i]] {
+			i++
+		}
+		if i == len(s) {
+			break
+		}
 		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '\\', '"':
@@ -163,3 +165,15 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
+
+// htmlSafe[c] tells whether encoding/json writes byte c of a string as it
+// is: printable ASCII other than the quote, the backslash and <, >, &.
+// Bytes from 0x80 up are not safe here, so AppendString looks at the
+// rune they start. A table lookup per byte keeps the common case, a
+// string with nothing to escape, to one load and one test a byte.
+var htmlSafe = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
