@@ -421,11 +421,11 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 		}
 	}
 	// As on the policy itself, an explicit zero is not the default.
-	if burst.set && burst.v == 0 && p.Algorithm == ratelimit.TokenBucket {
+	if burst.set && burst.v <= 0 && p.Algorithm == ratelimit.TokenBucket {
 		d.errorf(burst.n, field(path, "burst"), "must be > 0; leave it out for the policy's")
 		reported["burst"] = true
 	}
-	if maxWait.set && maxWait.v == 0 && p.Algorithm == ratelimit.LeakyBucket {
+	if maxWait.set && maxWait.v <= 0 && p.Algorithm == ratelimit.LeakyBucket {
 		d.errorf(maxWait.n, field(path, "max_wait"), "must be > 0; leave it out for the policy's")
 		reported["max_wait"] = true
 	}

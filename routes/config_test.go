@@ -124,7 +124,12 @@ testdata/bad_listeners.yaml:3:11: tls.listen: "[::ffff:127.0.0.1]:9091" overlaps
 testdata/bad_max_keys.yaml:3:98: policies.per-phone.max_keys: must be a whole number, not "many"
 testdata/bad_max_keys.yaml:9:78: routes[0].limits[1].max_keys: must be > 0`},
 	{"bad_negative_limit.yaml", `testdata/bad_negative_limit.yaml:4:12: policies.per-ip.limit: must be > 0
-testdata/bad_negative_limit.yaml:6:12: policies.per-ip.burst: must be >= 0`},
+testdata/bad_negative_limit.yaml:6:12: policies.per-ip.burst: must be > 0; leave it out for the default, limit`},
+	// A negative burst or max_wait is told what 0 is told: 0 is no
+	// better.
+	{"bad_negative_wait.yaml", `testdata/bad_negative_wait.yaml:7:15: policies.shaped.max_wait: must be > 0; leave it out for the default, queue x interval, or set queue: 0 to reject whatever cannot leave at once
+testdata/bad_negative_wait.yaml:11:19: policies.shaped.overrides[0].max_wait: must be > 0; leave it out for the policy's
+testdata/bad_negative_wait.yaml:19:16: policies.api.overrides[0].burst: must be > 0; leave it out for the policy's`},
 	{"bad_on_error.yaml", `testdata/bad_on_error.yaml:4:15: store.redis.on_error: unknown on_error "ignore" (want local, allow or deny)
 testdata/bad_on_error.yaml:5:14: store.redis.timeout: must be > 0`},
 	{"bad_sentinel.yaml", `testdata/bad_sentinel.yaml:4:11: store.redis.master_name: required in sentinel mode`},

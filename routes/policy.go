@@ -151,12 +151,13 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	}
 	// An explicit zero is not the default: burst 0 would admit nothing and
 	// max_wait 0 would leave the queue unused, so both are refused rather
-	// than read as "absent".
-	if burst.set && burst.v == 0 && p.Algorithm == ratelimit.TokenBucket {
+	// than read as "absent". A negative one gets the same answer, since 0
+	// is no way out either.
+	if burst.set && burst.v <= 0 && p.Algorithm == ratelimit.TokenBucket {
 		d.errorf(burst.n, field(path, "burst"), "must be > 0; leave it out for the default, limit")
 		skip["burst"] = true
 	}
-	if maxWait.set && maxWait.v == 0 && p.Algorithm == ratelimit.LeakyBucket {
+	if maxWait.set && maxWait.v <= 0 && p.Algorithm == ratelimit.LeakyBucket {
 		d.errorf(maxWait.n, field(path, "max_wait"), "must be > 0; leave it out for the default, queue x interval, or set queue: 0 to reject whatever cannot leave at once")
 		skip["max_wait"] = true
 	}
