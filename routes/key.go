@@ -201,6 +201,17 @@ type Key struct {
 // "header:X-API-Key|ip".
 func (k *Key) String() string { return k.text }
 
+// Sources returns the key list as configured, one source a string, like
+// ["header:X-API-Key", "ip"]. Unlike String it stays right for a source
+// whose name holds a '|', as a query parameter's or a header's may.
+func (k *Key) Sources() []string {
+	out := make([]string, len(k.sources))
+	for i, s := range k.sources {
+		out[i] = s.text
+	}
+	return out
+}
+
 // ReadsBody reports whether some source is json: and so needs the body.
 func (k *Key) ReadsBody() bool {
 	for _, s := range k.sources {

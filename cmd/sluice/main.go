@@ -22,7 +22,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/sluicehq/sluice/routes"
@@ -255,7 +254,7 @@ func loadSimPolicy(file, name string) (simulate.Policy, error) {
 				sp.CaseSensitive[rt.Name] = true
 			}
 			// Every route that lists a policy keys it alike.
-			sp.Key = strings.Split(l.Key.String(), "|")
+			sp.Key = l.Key.Sources()
 			if l.CountStatus != nil {
 				sp.Unmodelled = append(sp.Unmodelled, "count_status")
 			}

@@ -172,3 +172,29 @@ routes:
 		t.Errorf("stderr:\n%s", errOut)
 	}
 }
+
+// TestSimulateKeySourceWithBar: a key source whose name holds a '|' (a
+// query parameter or header may) is one source to the simulator, as it
+// is to the gateway, not two split at the bar.
+func TestSimulateKeySourceWithBar(t *testing.T) {
+	t.Parallel()
+	const cfg = `policies:
+  per-filter: {algorithm: fixed_window, limit: 1, window: 1m, key: ["query:a|b", ip]}
+routes:
+  - name: api
+    upstream: http://127.0.0.1:9000
+    limits: [per-filter]
+`
+	// nginx's lines name no route and carry the query: two values of
+	// a|b from one client are two buckets, so both are admitted.
+	line := func(sec int, v string) string {
+		return `10.0.0.1 - - [09/Mar/2026:10:00:0` + string(rune('0'+sec)) + ` +0000] "GET /x?a|b=` + v + ` HTTP/1.1" 200 2 "-" "curl/8"` + "\n"
+	}
+	out, errOut := simulatePolicy(t, cfg, "per-filter", line(1, "1"), line(2, "2"))
+	if want := `{"algorithm":"fixed_window","accepted":2,"rejected":0,`; !strings.Contains(out, want) {
+		t.Errorf("got\n%s\nstderr:\n%s\nwant %s", out, errOut, want)
+	}
+	if strings.Contains(errOut, "does not record") {
+		t.Errorf("stderr:\n%s\nwant no unrecorded source", errOut)
+	}
+}
