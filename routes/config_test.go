@@ -151,7 +151,11 @@ testdata/bad_sync.yaml:11:11: policies.queued.sync: lease works with fixed_windo
 testdata/bad_sync.yaml:17:11: policies.logins.sync: lease works with fixed_window, token_bucket and sliding_window_counter, not sliding_window_log
 testdata/bad_sync.yaml:24:11: policies.blocking.sync: lease does not support block: a block would need a Redis call per rejected request
 testdata/bad_sync.yaml:29:75: routes[0].limits[0].sync: lease works with fixed_window, token_bucket and sliding_window_counter, not leaky_bucket`},
-	{"bad_sync_memory.yaml", `testdata/bad_sync_memory.yaml:7:11: policies.global.sync: lease needs store.type: redis (the memory store has no instances to share with)`},
+	// Both of a lease's problems at once, not the second after the first
+	// is fixed.
+	{"bad_sync_memory.yaml", `testdata/bad_sync_memory.yaml:7:11: policies.global.sync: lease needs store.type: redis (the memory store has no instances to share with)
+testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease needs store.type: redis (the memory store has no instances to share with)
+testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease works with fixed_window, token_bucket and sliding_window_counter, not sliding_window_log`},
 	{"bad_syntax.yaml", `testdata/bad_syntax.yaml:4:1: syntax error: mapping values are not allowed in this context`},
 	{"bad_tls_empty.yaml", `testdata/bad_tls_empty.yaml:2:3: tls: needs certificates or acme`},
 	{"bad_two_documents.yaml", `testdata/bad_two_documents.yaml:4:1: a config file holds one YAML document, not 2`},

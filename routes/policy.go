@@ -115,8 +115,9 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	case sync.v == "lease":
 		p.Sync = ratelimit.SyncLease
 		if d.storeType != "redis" {
+			// NewPolicy's own complaints about the lease (its
+			// algorithm, a block) are reported as well.
 			d.errorf(sync.n, field(path, "sync"), "lease needs store.type: redis (the memory store has no instances to share with)")
-			skip["sync"] = true
 		}
 	case sync.v == "request":
 	default:
