@@ -181,7 +181,10 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 	d := &decoder{file: name, env: env}
 	root := d.document(data)
 	var c *Config
-	if len(d.probs) == 0 {
+	// After a syntax error there is nothing to check (root is nil); a
+	// second document leaves the first one to check, so that one run
+	// reports every problem.
+	if root != nil || len(d.probs) == 0 {
 		c = d.config(root, filepath.Dir(name))
 	}
 	if len(d.probs) > 0 {

@@ -158,7 +158,9 @@ testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease needs store.typ
 testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease works with fixed_window, token_bucket and sliding_window_counter, not sliding_window_log`},
 	{"bad_syntax.yaml", `testdata/bad_syntax.yaml:4:1: syntax error: mapping values are not allowed in this context`},
 	{"bad_tls_empty.yaml", `testdata/bad_tls_empty.yaml:2:3: tls: needs certificates or acme`},
-	{"bad_two_documents.yaml", `testdata/bad_two_documents.yaml:4:1: a config file holds one YAML document, not 2`},
+	// The first document is checked all the same: one run, every problem.
+	{"bad_two_documents.yaml", `testdata/bad_two_documents.yaml:4:14: routes[0].timeout: must be > 0
+testdata/bad_two_documents.yaml:5:1: a config file holds one YAML document, not 2`},
 	{"bad_two_leaky.yaml", `testdata/bad_two_leaky.yaml:13:9: routes[0].limits[1]: a route has at most one leaky_bucket limit (the first is routes[0].limits[0])`},
 	// Route checks see invalid policies too, so that one run reports all.
 	{"bad_two_leaky_invalid.yaml", `testdata/bad_two_leaky_invalid.yaml:4:12: policies.shaping.limit: must be > 0
