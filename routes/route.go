@@ -344,10 +344,17 @@ func parseUpstream(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("invalid upstream URL %q", s)
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("invalid upstream URL %q: scheme must be http or https", s)
-	case u.Host == "":
+	case u.Hostname() == "":
 		return nil, fmt.Errorf("invalid upstream URL %q: no host", s)
 	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
 		return nil, fmt.Errorf("invalid upstream URL %q: only scheme, host and path are allowed", s)
+	}
+	// url.Parse takes any digits for a port; no request could reach
+	// one out of range, and every one would be a 502.
+	if port := u.Port(); port != "" {
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			return nil, fmt.Errorf("invalid upstream URL %q: want a port from 1 to 65535", s)
+		}
 	}
 	return u, nil
 }
