@@ -174,6 +174,42 @@ func Load(path string) (*Config, error) {
 	return Parse(path, data, os.LookupEnv)
 }
 
+// LoadAdmin reads only the admin listener's address from the config file
+// at path, as Load would ("" when it is off; the default when the field is
+// absent), and checks nothing else in the file. sluice health asks it: a
+// running gateway keeps serving its last good config when a reload finds
+// the file invalid, so a mistake elsewhere in the file must not report
+// that gateway unhealthy (an orchestrator would replace it with one that
+// cannot start).
+func LoadAdmin(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading config: %w", err)
+	}
+	d := &decoder{file: path, env: os.LookupEnv}
+	root := d.document(data)
+	if root == nil {
+		if len(d.probs) > 0 {
+			return "", d.probs
+		}
+		return defaultAdmin, nil
+	}
+	d.probs = nil // a second document is no concern of the admin field's
+	addr := defaultAdmin
+	for _, e := range d.entries(root, "") {
+		if e.key.Value != "admin" {
+			continue
+		}
+		if s, ok := d.text(e.val, "admin"); ok {
+			addr = s
+		}
+	}
+	if len(d.probs) > 0 {
+		return "", d.probs
+	}
+	return addr, nil
+}
+
 // Parse is Load on data already read: name is used in messages and its
 // directory to resolve relative paths; env looks up ${NAME} (nil: every
 // variable is unset).
@@ -193,6 +229,9 @@ func Parse(name string, data []byte, env func(string) (string, bool)) (*Config, 
 	}
 	return c, nil
 }
+
+// defaultAdmin is the admin listener's address when the config names none.
+const defaultAdmin = "127.0.0.1:9091"
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
@@ -344,7 +383,7 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 	listen := d.address(d.str(m, "listen", ""), "listen")
 	c := &Config{
 		Listen:               listen.or(":8080"),
-		Admin:                "127.0.0.1:9091",
+		Admin:                defaultAdmin,
 		ShutdownTimeout:      d.positive(d.duration(m, "shutdown_timeout", ""), "shutdown_timeout").or(15 * time.Second),
 		ClientHeaderTimeout:  d.positive(d.duration(m, "client_header_timeout", ""), "client_header_timeout").or(10 * time.Second),
 		ClientBodyTimeout:    d.positive(d.duration(m, "client_body_timeout", ""), "client_body_timeout").or(30 * time.Second),

@@ -359,3 +359,40 @@ func TestSyntaxErrorLines(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadAdmin: the admin address is read as Load reads it, whatever
+// else the file holds.
+func TestLoadAdmin(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, yaml, want, wantErr string
+	}{
+		{"absent", "routes: []\n", "127.0.0.1:9091", ""},
+		{"null", "admin:\nroutes: []\n", "127.0.0.1:9091", ""},
+		{"off", "admin: \"\"\n", "", ""},
+		{"set", "admin: \":9191\"\n", ":9191", ""},
+		{"invalid elsewhere", "admin: \":9191\"\nbogus: 1\nroutes: [{}]\n---\nx: 1\n", ":9191", ""},
+		{"empty file", "", "127.0.0.1:9091", ""},
+		{"a list", "admin: [a]\n", "", "admin.yaml:1:8: admin: must be a single value"},
+		{"not a mapping", "- a\n", "", "admin.yaml:1:1"},
+		{"broken", "admin: [\n", "", "admin.yaml:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "admin.yaml")
+			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			got, err := LoadAdmin(path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("got %q, %v; want an error with %q", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}

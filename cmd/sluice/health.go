@@ -47,14 +47,16 @@ func runHealth(args []string, stderr io.Writer) int {
 	case addr != "" && configSet:
 		return fail("use -config or -admin, not both")
 	case addr == "":
-		cfg, err := routes.Load(*config)
+		// Only the admin field is read: the gateway keeps serving its
+		// last good config when the file has a mistake elsewhere.
+		a, err := routes.LoadAdmin(*config)
 		if err != nil {
 			return fail("%s", oneLine(err))
 		}
-		if cfg.Admin == "" {
+		if a == "" {
 			return fail("%s: the admin listener is off (admin: \"\")", *config)
 		}
-		addr = cfg.Admin
+		addr = a
 	}
 	url, err := healthURL(addr)
 	if err != nil {

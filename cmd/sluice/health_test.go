@@ -67,7 +67,14 @@ func TestHealth(t *testing.T) {
 		{"config's admin, 200", []string{"-config", writeConfig(t, fmt.Sprintf("admin: %q\nroutes: []\n", ok))}, 0, ""},
 		{"config's admin, 503", []string{"-config", writeConfig(t, fmt.Sprintf("admin: %q\nroutes: []\n", down))}, 1, "503"},
 		{"config with admin off", []string{"-config", writeConfig(t, "admin: \"\"\nroutes: []\n")}, 1, "admin listener is off"},
-		{"invalid config", []string{"-config", writeConfig(t, "admin: 1.2.3\nbogus: 1\nroutes: []\n")}, 1, "bogus"},
+		// A gateway serving its last good config is healthy, whatever
+		// else a later edit broke in the file.
+		{"config invalid elsewhere", []string{"-config", writeConfig(t, fmt.Sprintf("admin: %q\nbogus: 1\nroutes: [{name: x}]\n---\nx: 1\n", ok))}, 0, ""},
+		{"config's admin from the environment", []string{"-config", writeConfig(t, "admin: ${SLUICE_HEALTH_TEST_UNSET:-"+ok+"}\nroutes: []\n")}, 0, ""},
+		{"admin unset variable", []string{"-config", writeConfig(t, "admin: ${SLUICE_HEALTH_TEST_UNSET}\nroutes: []\n")}, 1, "SLUICE_HEALTH_TEST_UNSET"},
+		{"admin not a value", []string{"-config", writeConfig(t, "admin: [a, b]\n")}, 1, "admin: must be a single value"},
+		{"bad address", []string{"-config", writeConfig(t, "admin: 1.2.3\nroutes: []\n")}, 1, "1.2.3"},
+		{"broken YAML", []string{"-config", writeConfig(t, "admin: [\n")}, 1, "sluice.yaml:"},
 		{"missing config", []string{"-config", filepath.Join(t.TempDir(), "none.yaml")}, 1, "none.yaml"},
 		{"both flags", []string{"-config", "x.yaml", "-admin", ok}, 1, "not both"},
 		{"bad address", []string{"-admin", "nocolon"}, 1, "nocolon"},
