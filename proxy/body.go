@@ -238,7 +238,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	if errors.As(err, &tooLarge) {
 		err = b.failed(&bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
 	} else if err != nil && err != io.EOF && !b.closed.Load() {
-		err = b.failed(classify(err, byWhole, b.idle))
+		err = b.failed(classify(err, byWhole, b.idle, b.req.ProtoMajor == 2 && b.req.Context().Err() != nil))
 	}
 	if err != nil {
 		b.done.Store(true)
@@ -305,9 +305,11 @@ func (b *clientBody) wholeBy(t time.Time) func() {
 }
 
 // classify tells a client's body failure apart: silence past the deadline
-// (408), a connection that went away (nobody to answer), or a body that
-// does not keep its framing: a short body, bad chunked encoding (400).
-func classify(err error, byWhole bool, idle time.Duration) *bodyFailure {
+// (408), a connection that went away or an HTTP/2 stream the client reset
+// (streamGone: the stream's context ended before its body failed; nobody
+// to answer), or a body that does not keep its framing: a short body, bad
+// chunked encoding (400).
+func classify(err error, byWhole bool, idle time.Duration, streamGone bool) *bodyFailure {
 	var ne net.Error
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
@@ -318,7 +320,7 @@ func classify(err error, byWhole bool, idle time.Duration) *bodyFailure {
 		return &bodyFailure{status: http.StatusRequestTimeout, detail: detail, err: err}
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return &bodyFailure{status: http.StatusBadRequest, detail: "the request body ended before its declared length", err: err}
-	case errors.As(err, new(*net.OpError)):
+	case streamGone, errors.As(err, new(*net.OpError)):
 		return &bodyFailure{gone: true, err: err}
 	}
 	return &bodyFailure{status: http.StatusBadRequest, detail: "malformed request body: " + err.Error(), err: err}
