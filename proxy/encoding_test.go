@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"compress/zlib"
 	"io"
 	"net"
 	"net/http"
@@ -61,5 +62,81 @@ func TestAcceptEncodingAsSent(t *testing.T) {
 				t.Errorf("client got %q and a %d-byte body, want the upstream's gzip body of %d bytes as it is", head, len(body), zipped.Len())
 			}
 		})
+	}
+}
+
+// TestCompressedJSONBodyRefused: json: keys read the body as sent, and
+// an upstream may decompress it (Express's body-parser inflates gzip,
+// deflate and br bodies by default) and read a phone sluice could not:
+// keyed on the empty value, every compressed guess would share one bucket
+// rather than the victim's. Such a body is refused, as one in another
+// charset is, in every encoding: a gzip body was refused only because its
+// header holds a NUL byte (and named UTF-16 as the reason), while deflate
+// and br bodies went through on the empty value. A plain body, or one
+// whose encoding is identity, is keyed as usual and reaches the upstream
+// byte for byte.
+func TestCompressedJSONBodyRefused(t *testing.T) {
+	t.Parallel()
+	got := make(chan []byte, 8)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- b
+	}))
+	t.Cleanup(up.Close)
+	srv, _ := newTestGateway(t, `
+routes:
+  - name: otp
+    upstream: %s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [json:phone]}
+`, up.URL)
+	gz := func(s string) []byte {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		zw.Write([]byte(s))
+		zw.Close()
+		return b.Bytes()
+	}
+	zl := func(s string) []byte {
+		var b bytes.Buffer
+		zw := zlib.NewWriter(&b)
+		zw.Write([]byte(s))
+		zw.Close()
+		return b.Bytes()
+	}
+	for _, tc := range []struct {
+		encoding []string
+		body     []byte
+		want     int
+	}{
+		{[]string{"gzip"}, gz(`{"phone":"+15550001"}`), http.StatusBadRequest},
+		{[]string{"deflate"}, zl(`{"phone":"+15550002"}`), http.StatusBadRequest},
+		{[]string{"br"}, zl(`{"phone":"+15550003"}`), http.StatusBadRequest},
+		{[]string{"GZIP"}, zl(`{"phone":"+15550004"}`), http.StatusBadRequest},
+		{[]string{"identity", "deflate"}, zl(`{"phone":"+15550005"}`), http.StatusBadRequest},
+		{[]string{"identity, deflate"}, zl(`{"phone":"+15550006"}`), http.StatusBadRequest},
+		{nil, []byte(`{"phone":"+15550007"}`), http.StatusOK},
+		{[]string{"identity"}, []byte(`{"phone":"+15550008"}`), http.StatusOK},
+		{[]string{"identity"}, []byte(`{"phone":"+15550008"}`), http.StatusTooManyRequests},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/otp", bytes.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header["Content-Encoding"] = tc.encoding
+		resp, err := testClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("Content-Encoding %q: got %d, want %d", tc.encoding, resp.StatusCode, tc.want)
+		}
+		if resp.StatusCode == http.StatusOK {
+			if b := <-got; !bytes.Equal(b, tc.body) {
+				t.Errorf("Content-Encoding %q: upstream got %q, want %q", tc.encoding, b, tc.body)
+			}
+		}
+	}
+	if n := len(got); n != 0 {
+		t.Errorf("the upstream got %d requests more than the two keyed ones", n)
 	}
 }

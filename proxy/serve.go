@@ -200,7 +200,11 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			problem.Error(w, http.StatusBadRequest, "Content-Type is given more than once; json: key sources need one")
 			return s, rt, false
 		case len(ct) == 1 && routes.IsJSON(ct[0]):
-			if why := routes.JSONCharsetProblem(ct[0]); why != "" {
+			why := routes.JSONCharsetProblem(ct[0])
+			if why == "" {
+				why = routes.ContentEncodingProblem(r.Header["Content-Encoding"])
+			}
+			if why != "" {
 				problem.Error(w, http.StatusBadRequest, why)
 				return s, rt, false
 			}

@@ -62,6 +62,28 @@ func JSONCharsetProblem(contentType string) string {
 	return ""
 }
 
+// ContentEncodingProblem says why a JSON body sent with the
+// Content-Encoding fields values may be read by an upstream as other than
+// the bytes json: sources read, or "" when it is sent as it is (no field,
+// or identity). json: sources read the body as sent; Express's
+// body-parser inflates gzip, deflate and br bodies by default (and
+// ASP.NET Core's request decompression does when enabled), and would read
+// a phone sluice keys as the empty value, one bucket every compressed
+// guess shares.
+func ContentEncodingProblem(values []string) string {
+	for _, v := range values {
+		for v != "" {
+			var c string
+			c, v, _ = strings.Cut(v, ",")
+			c = strings.TrimSpace(c)
+			if c != "" && !strings.EqualFold(c, "identity") {
+				return fmt.Sprintf("the JSON body's Content-Encoding is %q; json: key sources read the body as sent, and an upstream may decode it", c)
+			}
+		}
+	}
+	return ""
+}
+
 // EncodingProblem says why the body may be decoded by an upstream as
 // other than UTF-8, whatever its Content-Type says, or "" when nothing
 // suggests it: a byte order mark, or the NUL bytes that UTF-16 and UTF-32
