@@ -142,7 +142,12 @@ func TestQueueKeepsArrivalOrder(t *testing.T) {
 
 func TestQueueFullRejectsAtOnce(t *testing.T) {
 	up := newUpstream(t)
-	in := start(t, writeConfig(t, queueConfig(up.URL, 5, "")))
+	// One a second: the queue stays full for a second after the first
+	// leaves, room for a loaded machine to send all 20. (At 10 a second
+	// the first waiter left 100ms in, and a late one of the burst took
+	// its place.)
+	cfg := strings.Replace(queueConfig(up.URL, 5, ""), "limit: 10", "limit: 1", 1)
+	in := start(t, writeConfig(t, cfg))
 	codes, took := burst(t, in.HTTP+"/", 20, nil)
 	rejected := 0
 	for i, c := range codes {
