@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// sendBounded bounds each write of an admin answer by send_timeout, as the
-// gateway bounds its own: the admin listener has no write timeout either,
+// sendBounded bounds each write of an admin answer (or of a redirect of
+// tls.redirect_http) by send_timeout, as the gateway bounds its own: the
+// listeners have no write timeout,
 // and a client that asks /metrics again and again on a connection without
 // reading the answers would otherwise hold the connection, its goroutine
 // and one of the 4 scrapes /metrics serves at once, for as long as it

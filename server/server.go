@@ -187,7 +187,10 @@ func (s *Server) Serve(ctx context.Context) error {
 			s.release()
 			return err
 		}
-		redirect := certs.RedirectHTTPS(portOf(s.Addr("https").String()))
+		// The gateway bounds the writes of its own answers; a redirect
+		// needs the bound too, or a client that never reads them holds
+		// the connection forever.
+		redirect := s.sendBounded(certs.RedirectHTTPS(portOf(s.Addr("https").String())))
 		plain = s.certs.HTTPChallenge(s.redirecting(handler, redirect))
 	}
 	if err := s.listen("http", cfg.Listen, plain, nil, errc); err != nil {
