@@ -308,10 +308,31 @@ func cipherSuites(minVersion uint16) []uint16 {
 // that moment, so a Reload applies to new connections at once.
 func (m *Manager) TLSConfig() *tls.Config {
 	c := m.conf.Load().Clone()
-	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
-		return m.conf.Load(), nil
+	c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+		conf := m.conf.Load()
+		if conf.MinVersion < tls.VersionTLS12 && !http2Capable(hello) {
+			// HTTP/2 needs TLS 1.2 and an AEAD suite (RFC 9113 §9.2),
+			// and Go's HTTP/2 server closes a connection without them
+			// instead of answering: such a client, which min_version
+			// lets in, must not be offered h2.
+			conf = conf.Clone()
+			// Clone shares the slice, which other handshakes read.
+			conf.NextProtos = slices.DeleteFunc(slices.Clone(conf.NextProtos), func(p string) bool { return p == "h2" })
+		}
+		return conf, nil
 	}
 	return c
+}
+
+// http2Capable reports whether the connection hello starts will have what
+// HTTP/2 needs: TLS 1.3, or TLS 1.2 with one of modernSuites (the
+// server's order puts them before the legacy ones).
+func http2Capable(hello *tls.ClientHelloInfo) bool {
+	if slices.Contains(hello.SupportedVersions, tls.VersionTLS13) {
+		return true
+	}
+	return slices.Contains(hello.SupportedVersions, tls.VersionTLS12) &&
+		slices.ContainsFunc(hello.CipherSuites, func(s uint16) bool { return slices.Contains(modernSuites, s) })
 }
 
 func (m *Manager) getCertificate(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
