@@ -2,6 +2,7 @@ package certs
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"strings"
@@ -52,7 +53,17 @@ func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 }
 
 func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	r := slog.NewRecord(e.Time, slogLevel(e.Level, e.Message), e.Message, 0)
+	level := slogLevel(e.Level, e.Message)
+	if canceled(fields) {
+		// Work that Stop cut short ("job failed": "obtaining
+		// certificate: context canceled") is no failure: without this
+		// every stop while a certificate is pending logged an error.
+		level = slog.LevelDebug
+		if !c.h.Enabled(context.Background(), level) {
+			return nil
+		}
+	}
+	r := slog.NewRecord(e.Time, level, e.Message, 0)
 	// certmagic names sub-loggers from an unnamed root, giving ".acme_client".
 	if name := strings.TrimPrefix(e.LoggerName, "."); name != "" {
 		r.AddAttrs(slog.String("logger", name))
@@ -62,6 +73,17 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 }
 
 func (c *slogCore) Sync() error { return nil }
+
+// canceled reports whether one of fields is an error that a canceled
+// context caused.
+func canceled(fields []zapcore.Field) bool {
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType && errors.Is(err, context.Canceled) {
+			return true
+		}
+	}
+	return false
+}
 
 // clientMessages are certmagic errors any client can cause at will, which
 // go to debug as failed handshakes do: a handshake offering only

@@ -1,8 +1,10 @@
 package certs
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -49,6 +51,16 @@ func TestZapLoggerWritesToSlog(t *testing.T) {
 				l.Error("tls-alpn challenge", zap.String("server_name", "attacker-chosen.test"), zap.Error(errors.New("no active ACME challenge")))
 			},
 			"", "", nil},
+		{"an obtain cut short by Stop goes to debug", slog.LevelInfo,
+			func(l *zap.Logger) {
+				l.Error("job failed", zap.Error(fmt.Errorf("a.test: obtaining certificate: %w", context.Canceled)))
+			},
+			"", "", nil},
+		{"an obtain cut short by Stop visible at debug", slog.LevelDebug,
+			func(l *zap.Logger) {
+				l.Error("job failed", zap.Error(fmt.Errorf("a.test: obtaining certificate: %w", context.Canceled)))
+			},
+			"DEBUG", "job failed", map[string]any{"error": "a.test: obtaining certificate: context canceled"}},
 		{"with fields carried", slog.LevelInfo,
 			func(l *zap.Logger) { l.With(zap.String("ca", "https://ca.test/dir")).Error("job failed") },
 			"ERROR", "job failed", map[string]any{"ca": "https://ca.test/dir"}},
