@@ -301,8 +301,9 @@ func cipherSuites(minVersion uint16) []uint16 {
 	return modernSuites
 }
 
-// TLSConfig returns the config for the HTTPS listener: ALPN h2 and
-// http/1.1 (and acme-tls/1 when tls-alpn-01 is on), the minimum version,
+// TLSConfig returns the config for the HTTPS listener: ALPN h2 (to
+// clients that can use it) and http/1.1 (and acme-tls/1 when tls-alpn-01
+// is on), the minimum version,
 // and certificates chosen per handshake (static by SNI, then ACME-managed,
 // then the first static pair). Each handshake uses the config current at
 // that moment, so a Reload applies to new connections at once.
