@@ -31,11 +31,6 @@ type scanner struct {
 	b     []byte
 	path  [][]byte
 	kinds kindStack
-
-	// The stops of the block at blk, kept from one skipValue to the next
-	// (see skipper).
-	blk   int
-	stops uint64
 }
 
 // walk validates the whole body and returns the raw value at the path
@@ -49,7 +44,6 @@ type scanner struct {
 // closes was its parent's path element, so its parent has seen it.
 func (s *scanner) walk() ([]byte, scanStatus) {
 	b, path := s.b, s.path
-	s.blk = noBlock
 	var found []byte
 	depth, want, idx := 0, -1, 0
 	seen, sel := false, true // sel: the value at pos is at path[:depth]
@@ -247,7 +241,7 @@ const (
 // does not stand for itself in a string: a quote, a backslash, a control
 // character or a byte of a multibyte rune. Every such byte is marked;
 // marks above the lowest one may also be false, so a mark is a place to
-// look, not an answer.
+// look, not an answer. No other bit is set.
 //
 // A byte b that no borrow reaches gets its mark from (b^2)-0x21 when it
 // is a control character or a quote (b^2 is then below 0x21, and no other
@@ -257,9 +251,24 @@ const (
 // more. A borrow comes only from a marked byte below, and only lowers a
 // byte's difference, so it takes no mark away.
 func stringSpecial(w uint64) uint64 {
-	quoteOrControl := (w ^ 2*lows) - 0x21*lows
-	backslash := (w ^ '\\'*lows) - lows
-	return quoteOrControl | backslash | w
+	k := &specialConsts
+	quoteOrControl := (w ^ k.twos) + k.minus21s
+	backslash := (w ^ k.backslashes) + k.minusLows
+	return (quoteOrControl | backslash | w) & k.highs
+}
+
+// specialConsts are stringSpecial's constants, in a variable that is
+// never written. On amd64 only a MOV takes a 64-bit constant, so the
+// compiler, which does not keep constants in registers from one use to
+// the next, would spend an instruction on each at every use, 5 of the 14
+// the function takes; read from memory, each is an operand of the
+// instruction that uses it.
+var specialConsts = struct{ twos, minus21s, backslashes, minusLows, highs uint64 }{
+	twos:        2 * lows,
+	minus21s:    -0x21 * lows & (1<<64 - 1),
+	backslashes: '\\' * lows,
+	minusLows:   -lows & (1<<64 - 1),
+	highs:       highs,
 }
 
 // scanString validates the rest of a string whose opening quote is just
@@ -271,7 +280,7 @@ func scanString(b []byte, pos int) (int, bool) {
 	esc := false
 	for {
 		for len(b)-pos >= 8 {
-			if m := stringSpecial(binary.LittleEndian.Uint64(b[pos:])) & highs; m != 0 {
+			if m := stringSpecial(binary.LittleEndian.Uint64(b[pos:])); m != 0 {
 				pos += bits.TrailingZeros64(m) >> 3
 				break
 			}

@@ -161,10 +161,11 @@ func TestJSONScanAgainstJSONText(t *testing.T) {
 	}
 }
 
-// TestJSONScanBlocks: off the path, strings are scanned with the masks of
-// the 64-byte blocks that hold them, so each kind of byte a string may or
-// may not hold is put at every offset across a block's end, in a name and
-// in a value, and each body is also cut at every length.
+// TestJSONScanBlocks: off the path, strings are scanned 8 bytes a step
+// (and those in the last 8 bytes by scanString), so each kind of byte a
+// string may or may not hold is put at every offset across many steps'
+// ends, in a name and in a value, and each body is also cut at every
+// length.
 func TestJSONScanBlocks(t *testing.T) {
 	t.Parallel()
 	path := splitPath("phone")
@@ -288,7 +289,8 @@ func FuzzJSONScan(f *testing.F) {
 
 // TestStringSpecial: every byte that does not stand for itself in a
 // string is marked wherever it sits among 8, whatever the bytes below it,
-// and the lowest mark is always such a byte, as the block stops rely on.
+// and the lowest mark is always such a byte, as the scans of strings rely
+// on.
 func TestStringSpecial(t *testing.T) {
 	t.Parallel()
 	// Below each tested byte: plain bytes, quotes, controls and high bytes,

@@ -14,8 +14,8 @@ import (
 // literals, structure and whitespace, are taken by skipper.run, a loop
 // that calls nothing, so that its state stays in registers; it stops for
 // the rest (escapes and multibyte runes, fractions and exponents, negative
-// numbers, every 63 levels of nesting, the stops of the last, partial
-// 64-byte block), which skipValue does before running it again. No body
+// numbers, every 63 levels of nesting, strings in the last 8 bytes of b),
+// which skipValue does before running it again. No body
 // can make either recurse. A value that is not an object or an array is
 // read here, so that run only ever ends a value inside a container.
 func (s *scanner) skipValue(pos, depth int) int {
@@ -25,18 +25,15 @@ func (s *scanner) skipValue(pos, depth int) int {
 	if c := s.b[pos]; c != '{' && c != '[' {
 		return scanScalar(s.b, pos)
 	}
-	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth, blk: s.blk, stops: s.stops}
+	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth}
 	v.floor = nearFloor(v.limit)
 	v.near = v.floor
 	for {
 		switch v.run() {
 		case stopDone:
-			s.blk, s.stops = v.blk, v.stops
 			return v.pos
 		case stopInvalid:
 			return -1
-		case stopBlock:
-			v.stops = lastBlockStops(v.b, v.blk)
 		case stopString:
 			if v.pos = scanStringEnd(v.b, v.pos); v.pos < 0 {
 				return -1
@@ -104,11 +101,6 @@ type skipper struct {
 	spilled int // containers open below those in near, kept by skipValue
 	limit   int // the most that may be open in the value
 	resume  skipResume
-
-	// stops marks the bytes of the 64 from blk where a string ends or
-	// needs a closer look (see blockStops).
-	blk   int
-	stops uint64
 }
 
 // skipStop is why skipper.run stopped: done, invalid, or a step it leaves
@@ -118,7 +110,6 @@ type skipStop uint8
 const (
 	stopDone     skipStop = iota
 	stopInvalid           // the body is not valid JSON
-	stopBlock             // the stops of the last block, at blk, which b ends in
 	stopString            // the rest of a string needs scanString
 	stopNumber            // a number that does not start with a digit
 	stopFraction          // a number's fraction or exponent
@@ -138,10 +129,6 @@ const (
 	atNameEnd                   // a member name ends at pos
 )
 
-// noBlock is a block start that no position is in: pos-noBlock, as run
-// computes it in unsigned arithmetic, is at least 64.
-const noBlock = -1 << 62
-
 // run scans until it is done or needs a step it leaves to skipValue.
 // Positions are unsigned here, so that a comparison with len(b) is all
 // the compiler needs to see that an index is in range.
@@ -152,11 +139,12 @@ const noBlock = -1 << 62
 // is.
 func (v *skipper) run() skipStop {
 	b, pos, near := v.b, uint(v.pos), v.near
-	blk, stops := uint(v.blk), v.stops
+	// With cap(b) == len(b), slicing b[pos:pos+8] checks one bound less.
+	b = b[:len(b):len(b)]
 	var c byte
 	var stop skipStop
-	var off uint
-	ret := atName // where refill goes back to
+	var w uint64 // the 8 bytes of a string from pos
+	var t uint   // where in w the byte is that ends it or needs a look (see objStr)
 
 	switch v.resume {
 	case atAfter:
@@ -388,7 +376,6 @@ openArray: // An array opens at pos.
 closed: // The innermost container closed just before pos.
 	if near >>= 1; near == v.floor {
 		v.pos, v.near = int(pos), near
-		v.blk, v.stops = int(blk), stops
 		if v.spilled == 0 {
 			return stopDone
 		}
@@ -421,29 +408,29 @@ member: // A member name starts at pos.
 	pos++
 
 name: // The rest of a member name starts at pos.
-	// As for objStr below.
-	if off = pos - blk; off >= 64 {
-		ret = atName
-		goto refill
+	// As for objStr below; most often the colon follows at once.
+	if pos+8 > uint(len(b)) {
+		stop, v.resume = stopString, atNameEnd
+		goto exit
 	}
-	if q := stops >> off; q != 0 {
-		// The bytes up to the mark are plain: a step taken past them
-		// leaves pos where scanString may go on.
-		pos += uint(bits.TrailingZeros64(q))
-		if pos+1 < uint(len(b)) && uint16(b[pos])|uint16(b[pos+1])<<8 == '"'|':'<<8 {
+	w = binary.LittleEndian.Uint64(b[pos : pos+8])
+	if m := stringSpecial(w); m != 0 {
+		t = uint(bits.TrailingZeros64(m))
+		pos += t >> 3
+		t &= 56
+		if uint16(w>>t) == '"'|':'<<8 {
 			pos += 2
 			goto objValue
 		}
-		if pos < uint(len(b)) && b[pos] == '"' {
+		if uint8(w>>t) == '"' {
 			pos++
 			goto nameEnd
 		}
-	} else if blk+64 < uint(len(b)) {
-		pos = blk + 64
-		goto name
+		stop, v.resume = stopString, atNameEnd
+		goto exit
 	}
-	stop, v.resume = stopString, atNameEnd
-	goto exit
+	pos += 8
+	goto name
 
 nameEnd: // A member name ends at pos.
 	if pos < uint(len(b)) && b[pos] == ':' {
@@ -462,106 +449,61 @@ nameEnd: // A member name ends at pos.
 	goto objValue
 
 objStr: // The rest of a member's string value starts at pos.
-	// The stops of the block holding pos give the string's end without a
-	// load that waits for pos: the first one, when it is a quote.
-	if off = pos - blk; off >= 64 {
-		ret = atObjStr
-		goto refill
+	// A string is taken 8 bytes a step, in w. The lowest mark of
+	// stringSpecial is exact: the bytes below it stand for themselves, so
+	// the string ends there when it is a quote, and otherwise scanString
+	// goes on from it. The mark is its byte's high bit, so the count of
+	// trailing zeros is 8i+7: shifted by 3 it is i, added to pos at once,
+	// as the next token waits for pos; masked with 56 it is 8i (which
+	// also shows the compiler that the shift is below 64), and w>>t has
+	// that byte and the ones after it in w at the bottom, zeros above,
+	// which no comparison below takes for a quote, comma or colon. Fewer
+	// than 8 bytes left: scanString.
+	if pos+8 > uint(len(b)) {
+		stop, v.resume = stopString, atAfter
+		goto exit
 	}
-	if q := stops >> off; q != 0 {
-		pos += uint(bits.TrailingZeros64(q))
+	w = binary.LittleEndian.Uint64(b[pos : pos+8])
+	if m := stringSpecial(w); m != 0 {
+		t = uint(bits.TrailingZeros64(m))
+		pos += t >> 3
+		t &= 56
 		// Most often the next member's name follows at once.
-		if pos+2 < uint(len(b)) && uint32(b[pos])|uint32(b[pos+1])<<8|uint32(b[pos+2])<<16 == '"'|','<<8|'"'<<16 {
+		if uint32(w>>t)&0xffffff == '"'|','<<8|'"'<<16 {
 			pos += 3
 			goto name
 		}
-		if pos < uint(len(b)) && b[pos] == '"' {
+		if uint8(w>>t) == '"' {
 			pos++
 			goto objAfter
 		}
-	} else if blk+64 < uint(len(b)) {
-		pos = blk + 64
-		goto objStr
+		stop, v.resume = stopString, atAfter
+		goto exit
 	}
-	stop, v.resume = stopString, atAfter
-	goto exit
+	pos += 8
+	goto objStr
 
 arrStr: // The rest of an element's string value starts at pos.
-	if off = pos - blk; off >= 64 {
-		ret = atArrStr
-		goto refill
+	if pos+8 > uint(len(b)) {
+		stop, v.resume = stopString, atAfter
+		goto exit
 	}
-	if q := stops >> off; q != 0 {
-		if pos += uint(bits.TrailingZeros64(q)); pos < uint(len(b)) && b[pos] == '"' {
+	w = binary.LittleEndian.Uint64(b[pos : pos+8])
+	if m := stringSpecial(w); m != 0 {
+		t = uint(bits.TrailingZeros64(m))
+		pos += t >> 3
+		t &= 56
+		if uint8(w>>t) == '"' {
 			pos++
 			goto arrAfter
 		}
-	} else if blk+64 < uint(len(b)) {
-		pos = blk + 64
-		goto arrStr
-	}
-	stop, v.resume = stopString, atAfter
-	goto exit
-
-refill: // The string at pos needs the stops of its block; ret goes on.
-	blk = pos &^ 63
-	if uint(len(b))-blk < 64 {
-		v.blk = int(blk) // lastBlockStops pads the last block
-		stop, v.resume = stopBlock, ret
+		stop, v.resume = stopString, atAfter
 		goto exit
 	}
-	{
-		// blockStops, by hand: a call here would have every register
-		// saved around it.
-		p := (*[64]byte)(b[blk : blk+64])
-		stops = byteMask(stringSpecial(binary.LittleEndian.Uint64(p[0:]))&highs) |
-			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[8:]))&highs)<<8 |
-			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[16:]))&highs)<<16 |
-			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[24:]))&highs)<<24 |
-			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[32:]))&highs)<<32 |
-			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[40:]))&highs)<<40 |
-			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[48:]))&highs)<<48 |
-			byteMask(stringSpecial(binary.LittleEndian.Uint64(p[56:]))&highs)<<56
-	}
-	switch ret {
-	case atObjStr:
-		goto objStr
-	case atArrStr:
-		goto arrStr
-	}
-	goto name
+	pos += 8
+	goto arrStr
 
 exit:
 	v.pos, v.near = int(pos), near
-	v.blk, v.stops = int(blk), stops
 	return stop
-}
-
-// blockStops marks, one bit a byte for the 64 bytes of p, where a string
-// may end or needs a closer look: quotes, backslashes, control characters
-// and bytes of multibyte runes, each marked. As stringSpecial may, it also
-// marks some bytes above a marked one in the same 8, so a string takes a
-// mark for its end only when the byte there is a quote.
-func blockStops(p *[64]byte) uint64 {
-	return byteMask(stringSpecial(binary.LittleEndian.Uint64(p[0:]))&highs) |
-		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[8:]))&highs)<<8 |
-		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[16:]))&highs)<<16 |
-		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[24:]))&highs)<<24 |
-		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[32:]))&highs)<<32 |
-		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[40:]))&highs)<<40 |
-		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[48:]))&highs)<<48 |
-		byteMask(stringSpecial(binary.LittleEndian.Uint64(p[56:]))&highs)<<56
-}
-
-// lastBlockStops is blockStops for a block that b ends in, its bytes past
-// the end marked.
-func lastBlockStops(b []byte, blk int) uint64 {
-	var pad [64]byte // zeros: control characters
-	copy(pad[:], b[blk:])
-	return blockStops(&pad)
-}
-
-// byteMask gathers the high bits of the bytes of w into the low 8 bits.
-func byteMask(w uint64) uint64 {
-	return w * 0x0002040810204081 >> 56
 }
