@@ -31,9 +31,9 @@ func newLeaseMetrics() leaseMetrics {
 // trip, not per request, so the label lookup is affordable. An override's
 // leases ("NAME#override:LIMIT/WINDOW...") count under NAME, as the configuration names
 // the policy, and every lease method takes names the same way. A policy
-// the configuration serving has not makes no series (a reload removed it,
-// and the store gives back a lease it still held): no later reload would
-// remove it.
+// the configuration serving does not lease makes no series (a reload
+// removed it or its sync: lease, and the store gives back a lease it
+// still held): no later reload would remove it.
 func (m *Metrics) LeaseRequest(policy, result string) {
 	if m == nil {
 		return
@@ -41,7 +41,7 @@ func (m *Metrics) LeaseRequest(policy, result string) {
 	policy = policyOf(policy)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.policies[policy]; ok {
+	if _, ok := m.leased[policy]; ok {
 		m.lease.requests.WithLabelValues(policy, result).Inc()
 	}
 }
@@ -59,7 +59,7 @@ func (m *Metrics) LeaseFallback(policy string, on bool) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.policies[policy]; ok {
+	if _, ok := m.leased[policy]; ok {
 		m.lease.fallback.WithLabelValues(policy).Set(v)
 	}
 }
@@ -76,7 +76,36 @@ func (m *Metrics) LeaseDeclare(policy string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.policies[policy] = struct{}{}
+	m.leased[policy] = struct{}{}
 	m.lease.fallback.WithLabelValues(policy)
+}
+
+// RetainLeases drops the lease series of every policy declared leased
+// that is not in leased, the leased policies of the configuration now
+// serving, as Retain does for removed policies; LeaseRequest and
+// LeaseFallback then count nothing for it until LeaseDeclare declares it
+// again. Call it after every load. A policy that loses sync: lease while
+// in fallback would otherwise keep its gauge at 1: the Redis store ends a
+// fallback from its heartbeat, which stops with the last leased policy.
+func (m *Metrics) RetainLeases(leased []string) {
+	if m == nil {
+		return
+	}
+	keep := make(map[string]bool, len(leased))
+	for _, p := range leased {
+		keep[policyOf(p)] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p := range m.leased {
+		if keep[p] {
+			continue
+		}
+		l := prometheus.Labels{"policy": p}
+		m.lease.requests.DeletePartialMatch(l)
+		m.lease.fallback.DeletePartialMatch(l)
+		delete(m.leased, p)
+	}
 }
 
 // LeaseInstances sets N, the instances seen alive.

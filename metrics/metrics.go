@@ -57,6 +57,10 @@ type Metrics struct {
 	// the policy from that route only.
 	limits map[string]map[Limit]bool
 	queues map[string]struct{} // every policy handed out by Queue
+	// leased holds the policies LeaseDeclare declared that no load has
+	// taken sync: lease from since (RetainLeases): the only ones with
+	// lease series.
+	leased map[string]struct{}
 }
 
 // New creates the metrics and registers them, with the Go and process
@@ -114,6 +118,7 @@ func New() *Metrics {
 		policies: make(map[string]struct{}),
 		limits:   make(map[string]map[Limit]bool),
 		queues:   make(map[string]struct{}),
+		leased:   make(map[string]struct{}),
 	}
 	m.keys.serving = m.serving
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -200,6 +205,7 @@ func (m *Metrics) Forget(routes, policies []string) {
 		m.lease.fallback.DeletePartialMatch(l)
 		delete(m.policies, p)
 		delete(m.queues, p)
+		delete(m.leased, p)
 		for _, ls := range m.limits {
 			for l := range ls {
 				if l.Policy == p {

@@ -30,6 +30,7 @@ func exercise(m *Metrics) {
 	m.Store("memory").Observe(time.Millisecond, errors.New("store down"))
 	m.Reload(true)
 	m.SetKeys(func() map[string]int64 { return map[string]int64{"api-per-key": 3} })
+	m.LeaseDeclare("api-per-key")
 	m.LeaseRequest("api-per-key", "granted")
 	m.LeaseFallback("api-per-key", true)
 	m.LeaseInstances(3)

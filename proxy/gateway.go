@@ -125,12 +125,12 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 	// Leased policies are declared before they serve: their first round
 	// trips count.
 	policies := make([]string, 0, len(cfg.Policies))
-	leased := false
+	var leased []string
 	for name, p := range cfg.Policies {
 		policies = append(policies, name)
 		if p.Sync == ratelimit.SyncLease {
 			g.metrics.LeaseDeclare(name)
-			leased = true
+			leased = append(leased, name)
 		}
 	}
 	g.current.Store(s)
@@ -144,13 +144,14 @@ func (g *Gateway) Load(cfg *routes.Config, store ratelimit.Store) {
 		DeclareLeases()
 		RetireLeases()
 	}); ok {
-		if leased {
+		if len(leased) > 0 {
 			d.DeclareLeases()
 		} else {
 			d.RetireLeases()
 		}
 	}
 	g.metrics.Retain(names, policies)
+	g.metrics.RetainLeases(leased)
 }
 
 func (g *Gateway) compileRoute(r *routes.Route) *route {
