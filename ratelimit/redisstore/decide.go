@@ -356,8 +356,13 @@ func (s *Store) degraded(ctx context.Context, now time.Time, reqs []ratelimit.Re
 	return nil
 }
 
+// peekDegraded is Peek without Redis. With on_error local it reads the
+// Fallback after handing it what Redis answered this store of the bucket
+// (its block, its leaky_bucket schedule), as the decision it reports on
+// would: the Fallback's fresh bucket would show a blocked key unblocked.
 func (s *Store) peekDegraded(ctx context.Context, now time.Time, r ratelimit.Request, cause error) (ratelimit.Decision, error) {
 	if s.o.OnError == OnErrorLocal {
+		s.handOver(now, []ratelimit.Request{r})
 		return s.fallback.Peek(ctx, now, r)
 	}
 	if cause == nil {
