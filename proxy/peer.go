@@ -19,8 +19,8 @@ func WithConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// peerPoll is how often a waiting HTTP/1 request with a body checks that
-// its client is still connected.
+// peerPoll is how often a waiting HTTP/1 request checks that its client
+// is still connected.
 const peerPoll = time.Second
 
 // errClientGone ends the wait of a request whose client closed its
@@ -34,8 +34,10 @@ var errClientGone = errors.New("client closed the connection")
 // connection, which it starts once the request's body has been read to
 // its end. A request in a queue has not had its body read: a client may
 // send all of it, close, and net/http would still forward the request,
-// from the socket's buffer, at its departure. The connection's TCP state
-// tells what net/http cannot see yet.
+// from the socket's buffer, at its departure. Nor does that read notice
+// anything once the client has sent one more byte (a pipelined request,
+// or a stray byte): it stops there, and a close that follows goes
+// unseen. The connection's TCP state tells what net/http cannot see.
 type peerWatch struct {
 	conn   net.Conn
 	ctx    context.Context
@@ -47,11 +49,12 @@ type peerWatch struct {
 
 // watchPeer starts watching r's client for a request that waits with ctx,
 // which cancel ends, or returns nil when there is nothing to watch: a
-// request without a body (net/http already watches its connection), one
-// over HTTP/2 (whose streams end on their own), or one whose connection
-// WithConn did not keep.
+// request over HTTP/2 (whose streams end on their own), or one whose
+// connection WithConn did not keep. An HTTP/1 request without a body is
+// watched too: net/http's own watch of its connection ends at the first
+// byte the client sends after it.
 func watchPeer(ctx context.Context, cancel context.CancelCauseFunc, r *http.Request) *peerWatch {
-	if r.ProtoMajor != 1 || r.Body == nil || r.Body == http.NoBody {
+	if r.ProtoMajor != 1 {
 		return nil
 	}
 	c := connOf(r)

@@ -62,7 +62,11 @@ func awaitQueueDepth(t *testing.T, admin, policy string, want float64, within ti
 // body too. net/http notices an HTTP/1 client's close only once the
 // request's body has been read, and a queued request's body is read only
 // at its departure: the whole request sits in the socket's buffer, and
-// would be forwarded from there.
+// would be forwarded from there. Nor does it notice the close of a
+// client that sent anything after a request without a body (a pipelined
+// request, or one stray byte): its watch of the connection stops at the
+// first byte it reads, so such a client could leave a queue full of
+// requests behind it, each forwarded at its departure.
 func TestQueuedBodyClientGoneNeverReachesUpstream(t *testing.T) {
 	t.Parallel()
 	certFile, keyFile := writePair(t, t.TempDir(), "api.example.test")
@@ -76,13 +80,22 @@ func TestQueuedBodyClientGoneNeverReachesUpstream(t *testing.T) {
 			return tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: "api.example.test", NextProtos: []string{"http/1.1"}})
 		}, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			u := &seenUpstream{}
-			up := u.start(t)
-			// limit 1 per 3s: the first request leaves at once, the
-			// next one 3s later.
-			r := serve(t, fmt.Sprintf(`listen: 127.0.0.1:0
+		for _, rq := range []struct {
+			name string
+			send string // the request that waits
+			then string // sent once it waits, before the close
+		}{
+			{"post", "POST /orders HTTP/1.1\r\nHost: api.example.test\r\nX-Seq: gone\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"order\":1}", ""},
+			{"get then pipelined", "GET /orders HTTP/1.1\r\nHost: api.example.test\r\nX-Seq: gone\r\n\r\n", "GET /orders HTTP/1.1\r\nHost: api.example.test\r\nX-Seq: gone2\r\n\r\n"},
+			{"get then a byte", "GET /orders HTTP/1.1\r\nHost: api.example.test\r\nX-Seq: gone\r\n\r\n", "x"},
+		} {
+			t.Run(tc.name+" "+rq.name, func(t *testing.T) {
+				t.Parallel()
+				u := &seenUpstream{}
+				up := u.start(t)
+				// limit 1 per 3s: the first request leaves at once, the
+				// next one 3s later.
+				r := serve(t, fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 tls:
   listen: 127.0.0.1:0
@@ -94,35 +107,36 @@ routes:
     upstream: %s
     limits: [shaping]
 `, certFile, keyFile, up.URL))
-			admin := r.url("admin")
-			if code, _, _ := get(t, r.url("http")+"/first", ""); code != 200 {
-				t.Fatalf("first: got %d, want 200", code)
-			}
-			addr := r.Addr("http").String()
-			if tc.tls {
-				addr = r.Addr("https").String()
-			}
-			conn, err := tc.dial(addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body := `{"order":1}`
-			fmt.Fprintf(conn, "POST /orders HTTP/1.1\r\nHost: api.example.test\r\nX-Seq: gone\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-			if !awaitQueueDepth(t, admin, "shaping", 1, 5*time.Second) {
-				t.Fatal("the POST never waited in the queue")
-			}
-			conn.Close()
-			// The gateway sees the close while the request waits, and
-			// gives its place back well before its departure.
-			if !awaitQueueDepth(t, admin, "shaping", 0, 2500*time.Millisecond) {
-				t.Errorf("queue depth after the client closed: got %v, want 0 before the departure", queueDepth(t, admin, "shaping"))
-			}
-			// Until well past the departure the request would have had.
-			time.Sleep(3500 * time.Millisecond)
-			if got := u.got(); strings.Contains(strings.Join(got, " "), "gone") {
-				t.Errorf("upstream got %q, want the abandoned POST never forwarded", got)
-			}
-		})
+				admin := r.url("admin")
+				if code, _, _ := get(t, r.url("http")+"/first", ""); code != 200 {
+					t.Fatalf("first: got %d, want 200", code)
+				}
+				addr := r.Addr("http").String()
+				if tc.tls {
+					addr = r.Addr("https").String()
+				}
+				conn, err := tc.dial(addr)
+				if err != nil {
+					t.Fatal(err)
+				}
+				io.WriteString(conn, rq.send)
+				if !awaitQueueDepth(t, admin, "shaping", 1, 5*time.Second) {
+					t.Fatal("the request never waited in the queue")
+				}
+				io.WriteString(conn, rq.then)
+				conn.Close()
+				// The gateway sees the close while the request waits, and
+				// gives its place back well before its departure.
+				if !awaitQueueDepth(t, admin, "shaping", 0, 2500*time.Millisecond) {
+					t.Errorf("queue depth after the client closed: got %v, want 0 before the departure", queueDepth(t, admin, "shaping"))
+				}
+				// Until well past the departure the request would have had.
+				time.Sleep(3500 * time.Millisecond)
+				if got := u.got(); strings.Contains(strings.Join(got, " "), "gone") {
+					t.Errorf("upstream got %q, want the abandoned request never forwarded", got)
+				}
+			})
+		}
 	}
 }
 
