@@ -67,6 +67,12 @@ type MemoryStore struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+
+	// nextID is the id of the next table made; guarded by tablesMu.
+	nextID int
+	// live holds the policy names the serving configuration has, nil
+	// until Retain is first called (see Retain).
+	live atomic.Pointer[map[string]bool]
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -134,7 +140,10 @@ func (m *MemoryStore) table(p *Policy) *policyTable {
 	for n < 64 && maxKeys/(2*n) >= 64 {
 		n *= 2
 	}
-	pt := &policyTable{id: len(old), shards: make([]memShard, n), mask: uint64(n - 1)}
+	// Ids are never reused: a dropped table's (see Retain) may still be
+	// locked by a request that found it before the drop.
+	pt := &policyTable{id: m.nextID, shards: make([]memShard, n), mask: uint64(n - 1)}
+	m.nextID++
 	for i := range pt.shards {
 		pt.shards[i].tab.Store(noBuckets)
 	}
@@ -462,7 +471,7 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 	const stretch = 1024
 	t := now.UnixNano()
 	removed := 0
-	for _, pt := range *m.tables.Load() {
+	for name, pt := range *m.tables.Load() {
 		for i := range pt.shards {
 			s := &pt.shards[i]
 			for at, done := 0, false; !done; {
@@ -480,6 +489,7 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 				s.mu.Unlock()
 			}
 		}
+		m.dropRetired(name, pt)
 	}
 	return removed
 }

@@ -94,6 +94,7 @@ func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *sl
 		s.certs = m
 	}
 	s.gateway = proxy.New(proxy.Options{Logger: log, Metrics: s.metrics, Clock: s.clock, AccessLog: accessLog})
+	s.memory.Retain(policyNames(cfg))
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
 	if cfg.TLS != nil {
@@ -442,6 +443,10 @@ func (s *Server) Reload() error {
 	for _, w := range restartNeeded(old, cfg) {
 		s.log.Warn("configuration change needs a restart to take effect", "field", w)
 	}
+	// The store learns the new names first: a table the new
+	// configuration's first requests make is never taken for a retired
+	// one.
+	s.memory.Retain(policyNames(cfg))
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
 	if cfg.TLS != nil {
@@ -453,6 +458,24 @@ func (s *Server) Reload() error {
 	s.metrics.Reload(true)
 	s.log.Info("configuration reloaded", "file", s.path, "routes", len(cfg.Table.Routes))
 	return nil
+}
+
+// policyNames are the names of every policy cfg decides requests with:
+// named and inline policies, and those of overrides, whose buckets the
+// memory store keeps under names of their own.
+func policyNames(cfg *routes.Config) []string {
+	var names []string
+	for name := range cfg.Policies {
+		names = append(names, name)
+	}
+	for _, ov := range cfg.Overrides {
+		for _, o := range ov.List() {
+			if o.Policy != nil {
+				names = append(names, o.Policy.Name)
+			}
+		}
+	}
+	return names
 }
 
 func restartNeeded(old, cfg *routes.Config) []string {
