@@ -137,6 +137,18 @@ func (r *evictedRecord) lookup(p *Policy, h uint64, now int64, forget bool) (own
 	return own, folded
 }
 
+// liveAt reports whether an entry of the record lasts past now.
+func (r *evictedRecord) liveAt(now int64) bool {
+	for i := range r.sets {
+		for _, w := range r.sets[i] {
+			if w.end() > now {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // follow makes p the record's policy and reports whether the entries were
 // noted under p's settings; when not, it drops them.
 func (r *evictedRecord) follow(p *Policy) bool {

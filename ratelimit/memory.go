@@ -489,7 +489,7 @@ func (m *MemoryStore) Sweep(now time.Time) int {
 				s.mu.Unlock()
 			}
 		}
-		m.dropRetired(name, pt)
+		m.dropRetired(name, pt, t)
 	}
 	return removed
 }

@@ -65,6 +65,33 @@ func TestRetainDropsRetiredTables(t *testing.T) {
 		}
 	})
 
+	t.Run("a retired table that remembers an evicted live bucket stays", func(t *testing.T) {
+		t.Parallel()
+		m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+		defer m.Close()
+		// One bucket at most: b's evicts a, blocked for an hour, and
+		// the record of evicted buckets is all that keeps a's block.
+		p := MustPolicy(Policy{Name: "guard", Algorithm: FixedWindow, Limit: 1, Window: time.Second, Block: time.Hour, MaxKeys: 1})
+		out := make([]Decision, 1)
+		at := func(key string, now time.Time) bool {
+			if err := m.Decide(ctx, now, []Request{{Policy: p, Key: key}}, out); err != nil {
+				t.Fatal(err)
+			}
+			return out[0].Allowed
+		}
+		at("a", t0)
+		if at("a", t0) {
+			t.Fatal("a's second request in its window: allowed, want rejected")
+		}
+		at("b", t0) // evicts a, live
+		m.Retain(nil)
+		m.Sweep(t0.Add(2 * time.Second)) // b is idle and goes: the table holds no bucket
+		m.Retain([]string{"guard"})
+		if at("a", t0.Add(3*time.Second)) {
+			t.Error("a, blocked when its table was retired: got admitted, want still blocked")
+		}
+	})
+
 	t.Run("tables made after a drop lock in their own order", func(t *testing.T) {
 		t.Parallel()
 		m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
