@@ -264,7 +264,9 @@ func decodeReply(vals []rueidis.RedisMessage, now time.Time, reqs []ratelimit.Re
 			if d.Delay > 0 {
 				d.Ticket = ratelimit.Ticket{Store: redisTicket, At: now.UnixNano()}
 			}
-		case f[5] != 0:
+		case f[5] >= 0:
+			// A unit taken (-1: none); 0 is the mark of a window
+			// that starts at the epoch.
 			d.Ticket = ratelimit.Ticket{Store: redisTicket, At: f[5], Hold: f[7], Gen: f[8]}
 		}
 		if d.Delay > 0 {

@@ -48,7 +48,8 @@
 -- modes 'r' and 'k'). The
 -- generation is the bucket's identity when a limit that may settle took
 -- a unit, else 0. The mark names the unit
--- an admitted request took, for a refund (0 when it took none): the
+-- an admitted request took, for a refund (-1 when it took none, since a
+-- window longer than the time since 1970 starts at 0): the
 -- window start it was counted in (fixed_window, sliding_window_counter),
 -- the TAT after it (token_bucket), the score of its log entry
 -- (sliding_window_log); 0 for leaky_bucket. The hold mark of a held token
@@ -503,7 +504,7 @@ local function step(i, n)
   local d, took, b = algstep(p, k, i, n)
   if d[1] == 0 and n > 0 then startblock(p, k, d) end
   if not took then
-    d[6], d[8] = 0, 0
+    d[6], d[8] = -1, 0
   elseif p.hold then
     d[9] = ident(k)
   end
