@@ -67,3 +67,78 @@ func TestStartsWithoutRedis(t *testing.T) {
 		t.Errorf("after connecting: bucket key exists %s, want 1", got)
 	}
 }
+
+// aclCommands are the commands README "Redis permissions" lists for an
+// ACL user of sluice's: those it sends and those its scripts run.
+var aclCommands = []string{
+	"+ping", "+select", "+cluster|slots", "+cluster|shards",
+	"+evalsha", "+eval", "+script|load",
+	"+time", "+get", "+set", "+del", "+pexpire",
+	"+hset", "+hdel", "+hgetall",
+	"+zadd", "+zcard", "+zcount", "+zrange", "+zrangebyscore", "+zrevrangebyscore", "+zrem", "+zremrangebyscore",
+}
+
+// TestACLUserWithListedCommands runs every kind of round trip (decisions
+// of each algorithm, looks, resets, give-backs, a queue give-up, leases,
+// heartbeats, the prober's ping and script loads) as an ACL user that may
+// run only the commands README "Redis permissions" lists, on keys under
+// the prefix, and in a database other than 0: none fails.
+func TestACLUserWithListedCommands(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Do(append([]string{"ACL", "SETUSER", "gateway", "on", ">s3cret", "~gw:*", "resetchannels", "-@all"}, aclCommands...)...)
+	var c trips
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Username: "gateway", Password: "s3cret", DB: 3, KeyPrefix: "gw:", Observe: c.observe})
+	ctx := context.Background()
+	now := time.Now()
+	for _, a := range ratelimit.Algorithms {
+		p := ratelimit.Policy{Name: "acl-" + a.String(), Algorithm: a, Limit: 2, Window: time.Minute, Block: time.Minute}
+		switch a {
+		case ratelimit.LeakyBucket:
+			p.Queue, p.Block = 2, 0
+		case ratelimit.TokenBucket:
+			p.Hold = true
+		}
+		r := []ratelimit.Request{{Policy: ratelimit.MustPolicy(p), Key: "k"}}
+		for range 4 {
+			out := decide1(t, s, now, r...)
+			if out[0].Allowed && out[0].Delay > 0 {
+				wctx, cancel := context.WithCancel(ctx)
+				cancel() // gives the queued request's place back
+				_ = s.Wait(wctx, r[0], out[0])
+			} else if out[0].Allowed {
+				if err := s.Refund(ctx, now, r, out); err != nil {
+					t.Errorf("%v: refund: %v", a, err)
+				}
+			}
+		}
+		if _, err := s.Peek(ctx, now, r[0]); err != nil {
+			t.Errorf("%v: peek: %v", a, err)
+		}
+		if err := s.Reset(ctx, r[0]); err != nil {
+			t.Errorf("%v: reset: %v", a, err)
+		}
+	}
+	// A late arrival (behind the sliding log's newest entry) takes the
+	// log's other path; only virtual clocks make one on demand.
+	vs := newStore(t, Options{Addresses: []string{srv.Addr()}, Username: "gateway", Password: "s3cret", DB: 3, KeyPrefix: "gw:", Observe: c.observe, CallerTime: true})
+	log := []ratelimit.Request{{Policy: ratelimit.MustPolicy(ratelimit.Policy{Name: "acl-late", Algorithm: ratelimit.SlidingWindowLog, Limit: 2, Window: time.Minute}), Key: "k"}}
+	for _, at := range []time.Duration{time.Second, 0, 2 * time.Second, time.Second} {
+		decide1(t, vs, t0.Add(at), log...)
+	}
+	s.DeclareLeases()
+	for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.SlidingWindowCounter} {
+		r := ratelimit.Request{Policy: leasePolicy(t, "acl-lease-"+a.String(), a, 1000, time.Second), Key: "k"}
+		for range 20 {
+			decide1(t, s, time.Now(), r)
+		}
+	}
+	if err := s.probe(); err != nil {
+		t.Errorf("probe: %v", err)
+	}
+	if got := c.failed.Load(); got != 0 || !s.Healthy() {
+		t.Errorf("got %d failed round trips (last %v), want none", got, s.LastError())
+	}
+	if log := srv.Do("ACL", "LOG"); log != "" {
+		t.Errorf("ACL LOG: got %q, want no denied command", log)
+	}
+}
