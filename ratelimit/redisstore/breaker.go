@@ -69,12 +69,14 @@ func (b *breaker) succeeded() {
 // bucket of the gateway to the on_error fallback. Being an answer, it
 // also ends a run of failures: were it to leave the count as it stands,
 // round trips that time out now and then, among the OOM answers of a
-// flood that lasts, would add up to an open breaker.
+// flood that lasts, would add up to an open breaker. The same holds for a
+// cluster slot being migrated (resharding): the scripts of its buckets
+// fail until their keys have moved, while every other slot answers.
 func (b *breaker) failed(err error, force bool) {
 	b.mu.Lock()
 	b.lastErr = err
 	b.mu.Unlock()
-	if !force && isOOMReply(err) {
+	if !force && (isOOMReply(err) || isSlotMoving(err)) {
 		if b.failures.Load() != 0 {
 			b.failures.Store(0)
 		}
@@ -214,6 +216,20 @@ func (s *Store) probeTimeout() time.Duration { return max(4*s.o.Timeout, 250*tim
 func isOOMReply(err error) bool {
 	var re *rueidis.RedisError
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
+}
+
+// isSlotMoving reports whether err is Redis Cluster's answer to a script
+// on a bucket whose slot is being migrated: TRYAGAIN (some of its
+// declared keys have moved, others not), or a script that reached a key
+// of the bucket (a sliding log's settled time, a block, an identity) that
+// the node no longer holds.
+func isSlotMoving(err error) bool {
+	var re *rueidis.RedisError
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "TRYAGAIN") || strings.Contains(msg, "non local key")
 }
 
 func netDialer(timeout time.Duration) net.Dialer {
