@@ -2,6 +2,8 @@ package redisstore
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,4 +143,42 @@ func TestACLUserWithListedCommands(t *testing.T) {
 	if log := srv.Do("ACL", "LOG"); log != "" {
 		t.Errorf("ACL LOG: got %q, want no denied command", log)
 	}
+}
+
+// TestSentinelFailover: README "Redis data loss". After a failover that
+// the sentinels announce, decisions reach the new master.
+func TestSentinelFailover(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(master.Port()))
+	sentinel := redistest.StartSentinel(t, master.Addr(), "main")
+	known := func() bool {
+		r, err := redistest.Command(sentinel, "SENTINEL", "REPLICAS", "main")
+		return err == nil && strings.Contains(r, strconv.Itoa(replica.Port())) && strings.Contains(replica.Do("INFO", "replication"), "master_link_status:up")
+	}
+	if _, ok := waitFor(20*time.Second, known); !ok {
+		t.Fatal("the sentinel does not know the replica after 20s")
+	}
+	s := newStore(t, Options{Mode: Sentinel, Addresses: []string{sentinel}, MasterName: "main"})
+	r := []ratelimit.Request{{Policy: policyOf(t, "failover", ratelimit.FixedWindow, 1_000_000, time.Hour), Key: "k"}}
+	key := Key(s.prefix, r[0])
+	decide1(t, s, time.Now(), r...)
+	if _, err := redistest.Command(sentinel, "SENTINEL", "FAILOVER", "main"); err != nil {
+		t.Fatal(err)
+	}
+	// The replica becomes master; a decision counted there after that
+	// raises the bucket's count beyond what it copied.
+	promoted := func() bool {
+		role, err := redistest.Command(replica.Addr(), "ROLE")
+		if err != nil || !strings.HasPrefix(role, "master") {
+			return false
+		}
+		before := replica.Do("GET", key)
+		decide1(t, s, time.Now(), r...)
+		return replica.Do("GET", key) != before
+	}
+	took, ok := waitFor(20*time.Second, promoted)
+	if !ok {
+		t.Fatalf("decisions do not reach the new master 20s after the failover (healthy %v, last error %v)", s.Healthy(), s.LastError())
+	}
+	t.Logf("decisions reach the new master %v after the failover", took)
 }
