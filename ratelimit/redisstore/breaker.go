@@ -167,6 +167,9 @@ func (s *Store) ping(d time.Duration) error {
 // second one within a decision's timeout. A Redis that answers later than
 // that would answer no decision in time, and closing the breaker on it
 // would send all traffic back to wait out the timeout, again and again.
+// Last, a script that writes must run: a replica (READONLY), a user not
+// allowed the scripts (NOPERM) or a cluster that is down answers PING
+// but no decision, and closing the breaker on it would flap it.
 func (s *Store) probe() error {
 	if err := s.ping(s.probeTimeout()); err != nil {
 		return err
@@ -175,11 +178,49 @@ func (s *Store) probe() error {
 		return err
 	}
 	s.loadScripts()
-	return nil
+	err := s.probeWrite()
+	if isReadOnlyReply(err) {
+		// A server demoted in place while the address moved to the new
+		// primary (a managed service's failover): the next probe
+		// connects again, to whatever the address names now.
+		s.redial()
+	}
+	return err
+}
+
+// redial drops the client; the next round trip that needs one connects
+// anew (see connect).
+func (s *Store) redial() {
+	if c := s.client.Swap(nil); c != nil {
+		(*c).Close()
+	}
+}
+
+// probeSource deletes a key that nobody writes: it changes nothing, but
+// Redis refuses it where it refuses the decisions' writes.
+const probeSource = "return redis.call('DEL', KEYS[1])"
+
+var probeScript = rueidis.NewLuaScript(probeSource)
+
+// probeWrite runs probeScript on {prefix}probe. An OOM or a slot being
+// migrated refuses only some writes (see failed): Redis answers.
+func (s *Store) probeWrite() error {
+	c := *s.client.Load() // connected: ping succeeded
+	ctx, cancel := context.WithTimeout(context.Background(), s.probeTimeout())
+	defer cancel()
+	start := time.Now()
+	err := bounded(ctx, func() rueidis.RedisResult {
+		return probeScript.Exec(ctx, c, []string{s.prefix + "probe"}, nil)
+	}).Error()
+	if isOOMReply(err) || isSlotMoving(err) {
+		err = nil
+	}
+	s.observe(start, err)
+	return err
 }
 
 // scriptSources are the sources of every script the store runs.
-var scriptSources = []string{commonSource + decideSource, resetSource, holdSource, heartbeatSource, commonSource + leaseSource, givebackSource}
+var scriptSources = []string{commonSource + decideSource, resetSource, holdSource, heartbeatSource, commonSource + leaseSource, givebackSource, probeSource}
 
 // loadScripts loads every script into every node, before the breaker
 // closes. A Redis that restarted has none, and a script's first call is
@@ -216,6 +257,13 @@ func (s *Store) probeTimeout() time.Duration { return max(4*s.o.Timeout, 250*tim
 func isOOMReply(err error) bool {
 	var re *rueidis.RedisError
 	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "OOM ")
+}
+
+// isReadOnlyReply reports whether err carries Redis's READONLY error
+// reply: the server is a replica.
+func isReadOnlyReply(err error) bool {
+	var re *rueidis.RedisError
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "READONLY ")
 }
 
 // isSlotMoving reports whether err is Redis Cluster's answer to a script

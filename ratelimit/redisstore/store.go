@@ -113,7 +113,7 @@ const CallerTimeSlack = 5 * time.Minute
 // Create it with New and release it with Close.
 type Store struct {
 	o        Options
-	client   atomic.Pointer[rueidis.Client] // nil until the first connection succeeds
+	client   atomic.Pointer[rueidis.Client] // nil until a connection succeeds, and after redial
 	prefix   string
 	slack    string // extra TTL in ms, as the scripts take it
 	id       string // random, makes log members and queue tokens unique
@@ -147,6 +147,9 @@ type Store struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
+
+	// evictionChecked is set once checkEviction has run.
+	evictionChecked atomic.Bool
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -278,7 +281,10 @@ func (s *Store) connect(ctx context.Context) error {
 			r.c.Close()
 			return nil
 		}
-		go s.checkEviction(r.c)
+		if s.evictionChecked.CompareAndSwap(false, true) {
+			// Once: a connection made again (see redial) warns no more.
+			go s.checkEviction(r.c)
+		}
 		return nil
 	case <-ctx.Done():
 		// Close a client that connects after all, so it does not leak.
