@@ -21,6 +21,42 @@ import (
 // delayProxy forwards to addr, holding every server->client chunk for delay:
 // a Redis that answers everything, pings included, but late.
 func delayProxy(t *testing.T, addr string, delay time.Duration) string {
+	return tcpProxy(t, func() string { return addr }, func(c, u net.Conn, wg *sync.WaitGroup) {
+		type chunk struct {
+			at time.Time
+			b  []byte
+		}
+		ch := make(chan chunk, 1024)
+		wg.Go(func() {
+			defer close(ch)
+			for {
+				b := make([]byte, 64<<10)
+				n, err := u.Read(b)
+				if n > 0 {
+					ch <- chunk{time.Now().Add(delay), b[:n]}
+				}
+				if err != nil {
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for k := range ch {
+				time.Sleep(time.Until(k.at))
+				if _, err := c.Write(k.b); err != nil {
+					return
+				}
+			}
+			c.Close()
+		})
+	})
+}
+
+// tcpProxy forwards each connection it accepts to the address target
+// names at that moment: client->server bytes as they come, server->client
+// bytes as down copies them from u to c, with goroutines it adds to wg. It
+// stops, closing every connection, when the test ends.
+func tcpProxy(t *testing.T, target func() string, down func(c, u net.Conn, wg *sync.WaitGroup)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,15 +74,13 @@ func delayProxy(t *testing.T, addr string, delay time.Duration) string {
 		mu.Unlock()
 		wg.Wait()
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("tcp", addr)
+			u, err := net.Dial("tcp", target())
 			if err != nil {
 				c.Close()
 				continue
@@ -54,39 +88,10 @@ func delayProxy(t *testing.T, addr string, delay time.Duration) string {
 			mu.Lock()
 			conns = append(conns, c, u)
 			mu.Unlock()
-			wg.Add(3)
-			go func() { defer wg.Done(); io.Copy(u, c); u.Close() }()
-			type chunk struct {
-				at time.Time
-				b  []byte
-			}
-			ch := make(chan chunk, 1024)
-			go func() {
-				defer wg.Done()
-				defer close(ch)
-				for {
-					b := make([]byte, 64<<10)
-					n, err := u.Read(b)
-					if n > 0 {
-						ch <- chunk{time.Now().Add(delay), b[:n]}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				defer wg.Done()
-				for k := range ch {
-					time.Sleep(time.Until(k.at))
-					if _, err := c.Write(k.b); err != nil {
-						return
-					}
-				}
-				c.Close()
-			}()
+			wg.Go(func() { io.Copy(u, c); u.Close() })
+			down(c, u, &wg)
 		}
-	}()
+	})
 	return ln.Addr().String()
 }
 

@@ -51,42 +51,9 @@ func TestReplicaKeepsBreakerOpen(t *testing.T) {
 // failover points at the new primary: connections made before stay with
 // the old server.
 func switchProxy(t *testing.T, target *atomic.Value) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
+	return tcpProxy(t, func() string { return target.Load().(string) }, func(c, u net.Conn, wg *sync.WaitGroup) {
+		wg.Go(func() { io.Copy(c, u); c.Close() })
 	})
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target.Load().(string))
-			if err != nil {
-				c.Close()
-				continue
-			}
-			mu.Lock()
-			conns = append(conns, c, u)
-			mu.Unlock()
-			wg.Go(func() { io.Copy(u, c); u.Close() })
-			wg.Go(func() { io.Copy(c, u); c.Close() })
-		}
-	})
-	return ln.Addr().String()
 }
 
 // TestFailoverBehindOneAddressReconnects: a managed Redis fails over by
