@@ -25,6 +25,10 @@ type Source interface {
 	// lists key among its keys, whose bucket then holds key's budget, or
 	// nil when none does (or it is exempt). Called like Policy.
 	Override(name, key string) *ratelimit.Policy
+	// Overrides returns the policies of every override of policy name
+	// that is not exempt, one per bucket name, in the policy's order;
+	// none when it has no overrides. Called like Policy.
+	Overrides(name string) []*ratelimit.Policy
 	// AdminToken returns the bearer token admin writes need; "" refuses
 	// them all.
 	AdminToken() string

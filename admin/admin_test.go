@@ -27,6 +27,15 @@ type fakeSource struct {
 func (f *fakeSource) Override(name, key string) *ratelimit.Policy {
 	return f.overrides[name+" "+key]
 }
+func (f *fakeSource) Overrides(name string) []*ratelimit.Policy {
+	var out []*ratelimit.Policy
+	for k, p := range f.overrides {
+		if strings.HasPrefix(k, name+" ") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 func (f *fakeSource) AdminToken() string { return f.token }
 
 func (f *fakeSource) Policy(name string) *ratelimit.Policy {

@@ -12,7 +12,8 @@ import (
 )
 
 // resetLimits answers DELETE /v1/limits?policy=NAME&key=VALUE: it makes the
-// bucket fresh and lifts its block, 204. It needs Authorization: Bearer
+// key's buckets fresh (the default one and every override's) and lifts
+// their blocks, 204. It needs Authorization: Bearer
 // with the admin token: without one configured every call gets 403, and a
 // missing or wrong token 401 with WWW-Authenticate: Bearer. The token is
 // never echoed, logged or counted.
@@ -43,12 +44,16 @@ func resetLimits(src Source) http.HandlerFunc {
 			problem.Error(w, http.StatusNotFound, "unknown policy "+strconv.Quote(name))
 			return
 		}
-		if o := src.Override(name, key); o != nil {
-			p = o
-		}
-		if err := store.Reset(r.Context(), ratelimit.Request{Policy: p, Key: bucketKey(key)}); err != nil {
-			problem.Error(w, http.StatusServiceUnavailable, "resetting the bucket in the store: "+err.Error())
-			return
+		// The key's requests may have used its default bucket or an
+		// override's: one that matched by client address is not told by
+		// the key when the policy does not key on ip (or keys on an IPv6
+		// /64 and the override names a longer prefix). Unlocking a
+		// customer resets all of them, or a 204 could leave them blocked.
+		for _, pol := range append([]*ratelimit.Policy{p}, src.Overrides(name)...) {
+			if err := store.Reset(r.Context(), ratelimit.Request{Policy: pol, Key: bucketKey(key)}); err != nil {
+				problem.Error(w, http.StatusServiceUnavailable, "resetting the bucket in the store: "+err.Error())
+				return
+			}
 		}
 		w.Header().Set("Cache-Control", "no-store")
 		w.WriteHeader(http.StatusNoContent)

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"reflect"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -544,6 +545,20 @@ func (src source) Override(name, key string) *ratelimit.Policy {
 		}
 	}
 	return nil
+}
+
+func (src source) Overrides(name string) []*ratelimit.Policy {
+	c := src.s.cfg.Load()
+	if c == nil || c.Overrides[name] == nil {
+		return nil
+	}
+	var out []*ratelimit.Policy
+	for _, o := range c.Overrides[name].List() {
+		if !o.Exempt && !slices.ContainsFunc(out, func(p *ratelimit.Policy) bool { return p.Name == o.Policy.Name }) {
+			out = append(out, o.Policy)
+		}
+	}
+	return out
 }
 
 func (src source) AdminToken() string {
