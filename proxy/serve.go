@@ -711,13 +711,20 @@ func (w *recorder) finished() {
 // final records the status the client is about to receive.
 func (w *recorder) final(code int) {
 	w.status, w.wrote = code, true
+	h := w.Header()
 	if w.kept != nil {
-		h := w.Header()
 		for k, v := range w.kept {
 			if _, ok := h[k]; !ok {
 				h[k] = v
 			}
 		}
+	}
+	if _, ok := h["Content-Type"]; !ok {
+		// An answer without a type goes out without one, as nginx and
+		// Envoy pass it: net/http would sniff its first bytes and add
+		// one (text/html for "<html"), which the upstream did not send.
+		// A nil value is net/http's way to write no field at all.
+		h["Content-Type"] = nil
 	}
 	if f := w.onStatus; f != nil {
 		w.onStatus = nil
