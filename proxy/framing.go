@@ -13,8 +13,12 @@ import (
 // the upstream meant for the body may be left on the connection (RFC 9112
 // §6.1, §6.3): Content-Length beside Transfer-Encoding, where
 // http.ReadResponse goes by Transfer-Encoding and drops the other, or
-// Transfer-Encoding in an HTTP/1.0 answer, which it ignores. RFC 9112
-// has the connection closed after such a message; http.ReadResponse
+// Transfer-Encoding in an HTTP/1.0 answer, which it ignores, or a 204
+// that announces a body (Transfer-Encoding, or a Content-Length other
+// than 0), which RFC 9110 §8.6 and RFC 9112 §6.1 forbid and which
+// http.ReadResponse reads as bodiless, leaving the body it announced to
+// be read as the next answer. RFC 9112 has the connection closed after
+// the first two, and nothing but a close makes the third safe; http.ReadResponse
 // leaves no trace of the field it set aside, so the head is read here
 // first, in br's buffer. A head longer than the buffer cannot be, and is
 // in doubt too. Errors are left to http.ReadResponse, which meets them
@@ -43,6 +47,8 @@ func framingInDoubt(br *bufio.Reader, s *headScan) bool {
 type headScan struct {
 	n              int  // bytes of the head read so far: whole lines
 	length, coding bool // Content-Length, Transfer-Encoding seen
+	someLength     bool // a Content-Length other than 0 seen
+	noContent      bool // the status is 204
 
 	// hop holds the values of the Connection fields, when one of them
 	// says close: http.ReadResponse then drops them all, and with them
@@ -73,6 +79,12 @@ func (s *headScan) scan(b []byte) (doubt, whole bool) {
 			line = line[:n-1]
 		}
 		if status {
+			// The status code is the three bytes after the first
+			// space, as http.ReadResponse reads it.
+			if i := bytes.IndexByte(line, ' '); i >= 0 {
+				code := line[i+1:]
+				s.noContent = bytes.HasPrefix(code, []byte("204")) && (len(code) == 3 || code[3] == ' ')
+			}
 			continue
 		}
 		if s.conn > 0 && (len(line) == 0 || line[0] != ' ' && line[0] != '\t') {
@@ -84,7 +96,7 @@ func (s *headScan) scan(b []byte) (doubt, whole bool) {
 		if len(line) == 0 {
 			// Transfer-Encoding counts only from HTTP/1.1 on.
 			old := len(b) >= 8 && string(b[:5]) == "HTTP/" && (b[5] == '0' || b[5] == '1' && b[7] == '0')
-			return s.coding && (s.length || old), true
+			return s.coding && (s.length || old) || s.noContent && (s.coding || s.someLength), true
 		}
 		colon := bytes.IndexByte(line, ':')
 		if colon < 0 {
@@ -94,6 +106,7 @@ func (s *headScan) scan(b []byte) (doubt, whole bool) {
 		switch {
 		case equalFoldASCII(name, "content-length"):
 			s.length = true
+			s.someLength = s.someLength || string(bytes.Trim(line[colon+1:], " \t")) != "0"
 		case equalFoldASCII(name, "transfer-encoding"):
 			s.coding = true
 		case equalFoldASCII(name, "connection"):

@@ -21,6 +21,12 @@ func TestHeadScan(t *testing.T) {
 		{"a body that looks like fields", "HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\nTransfer-Encoding: chunked\r\n\r\n", false, true},
 		{"a folded line", "HTTP/1.1 200 OK\r\nX-A: a\r\n Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", false, true},
 		{"field names alike", "HTTP/1.1 200 OK\r\nX-Content-Length: 2\r\nTransfer-Encodings: chunked\r\n\r\n", false, true},
+		{"204", "HTTP/1.1 204 No Content\r\n\r\n", false, true},
+		{"204, length 0", "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", false, true},
+		{"204 with a length", "HTTP/1.1 204 No Content\r\nContent-Length: 40\r\n\r\n", true, true},
+		{"204 with no reason, chunked", "HTTP/1.1 204\r\nTransfer-Encoding: chunked\r\n\r\n", true, true},
+		{"2040 is no 204", "HTTP/1.1 2040 X\r\nContent-Length: 40\r\n\r\n", false, true},
+		{"304 with a length", "HTTP/1.1 304 Not Modified\r\nContent-Length: 40\r\n\r\n", false, true},
 		{"cut short", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n", false, false},
 		{"status line only", "HTTP/1.1 200 OK", false, false},
 	} {

@@ -222,3 +222,51 @@ func TestTransportBodilessAnswerWithBody(t *testing.T) {
 		}
 	}
 }
+
+// TestTransportNoContentWithBody: a 204 that announces a body (which RFC
+// 9110 forbids) is read as bodiless, so the body the upstream then sends,
+// however late, would be read as the answer to the next request on the
+// connection, another client's maybe. Its connection is not used again.
+// The upstream here sends that body only once the next request came on
+// the same connection, so no timing decides the outcome.
+func TestTransportNoContentWithBody(t *testing.T) {
+	t.Parallel()
+	const forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged"
+	for _, tc := range []struct{ name, head string }{
+		{"length", "HTTP/1.1 204 No Content\r\nContent-Length: 42\r\n\r\n"},
+		{"chunked", "HTTP/1.1 204 No Content\r\nTransfer-Encoding: chunked\r\n\r\n"},
+	} {
+		head := tc.head
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var answered atomic.Bool
+			up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+				first := false
+				for {
+					if _, err := http.ReadRequest(br); err != nil {
+						return
+					}
+					switch {
+					case first:
+						// The next request came on this connection: what
+						// the 204 announced goes first.
+						io.WriteString(c, forged+okAnswer)
+					case answered.Swap(true):
+						io.WriteString(c, okAnswer)
+					default:
+						first = true
+						io.WriteString(c, head)
+					}
+				}
+			})
+			tr := newTestTransport()
+			defer tr.CloseIdleConnections()
+			if resp, _ := get(t, tr, up.url()+"/"); resp.StatusCode != 204 {
+				t.Fatalf("got %d, want 204", resp.StatusCode)
+			}
+			if _, body := get(t, tr, up.url()+"/"); body != "ok" {
+				t.Errorf("the next GET got %q, want ok: it read the body the 204 announced", body)
+			}
+		})
+	}
+}
