@@ -195,8 +195,14 @@ func LoadAdmin(path string) (string, error) {
 		return defaultAdmin, nil
 	}
 	d.probs = nil // a second document is no concern of the admin field's
+	entries := d.entries(root, "")
+	if deref(root).Kind == yaml.MappingNode {
+		// Nor is another field's problem (a duplicate key, a bad
+		// merge); without a mapping there is no admin field to find.
+		d.probs = nil
+	}
 	addr := defaultAdmin
-	for _, e := range d.entries(root, "") {
+	for _, e := range entries {
 		if e.key.Value != "admin" {
 			continue
 		}

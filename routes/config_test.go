@@ -373,6 +373,8 @@ func TestLoadAdmin(t *testing.T) {
 		{"set", "admin: \":9191\"\n", ":9191", ""},
 		{"invalid elsewhere", "admin: \":9191\"\nbogus: 1\nroutes: [{}]\n---\nx: 1\n", ":9191", ""},
 		{"empty file", "", "127.0.0.1:9091", ""},
+		{"a duplicate field elsewhere", "admin: \":9191\"\nroutes: []\nroutes: []\n", ":9191", ""},
+		{"a bad merge elsewhere", "admin: \":9191\"\n<<: [1]\n", ":9191", ""},
 		{"a list", "admin: [a]\n", "", "admin.yaml:1:8: admin: must be a single value"},
 		{"not a mapping", "- a\n", "", "admin.yaml:1:1"},
 		{"broken", "admin: [\n", "", "admin.yaml:"},
