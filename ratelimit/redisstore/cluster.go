@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,17 +107,15 @@ func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time,
 			continue
 		}
 		wg.Go(func() {
-			undo := undoMarks(g.reqs, g.out, g.starts, g.at)
-			keys, args := s.call(now, g.reqs, modeUndo, g.token, formatInt(g.at), undo, nil, nil)
-			got := make([]ratelimit.Decision, len(g.reqs))
-			if _, err := s.run(ctx, c, decideScript, keys, args, now, g.reqs, got, nil); err != nil {
+			got, gave, err := s.undoTake(ctx, c, now, g.token, g.reqs, g.out, g.starts, g.at)
+			if err != nil {
 				// The budget stays taken until the keys expire; the
 				// decisions still report the rejection correctly.
 				return
 			}
 			g.consumed = false
 			for j := range g.reqs {
-				if undo[j] != "-" {
+				if gave[j] {
 					g.out[j] = got[j]
 				}
 			}
@@ -125,14 +124,56 @@ func (s *Store) compensate(ctx context.Context, c rueidis.Client, now time.Time,
 	wg.Wait()
 }
 
+// undoTake gives back what a decision that admitted reqs, whose keys share
+// a slot, took by an earlier call: out, starts and at (us) are that call's
+// reply, token its token. It returns the buckets as they then stand and
+// which limits it gave anything back to.
+//
+// A held token_bucket unit (count_status) is refunded, as Refund does:
+// a held token never refilled, so its refund is exact whatever other
+// requests took from the bucket since (see ratelimit.SettleTokenBucket),
+// where undoing the take (decide.lua's undo mode) gives nothing back once
+// another request took from the bucket, and leaves the hold to keep the
+// bucket down until it runs out. Everything else is undone.
+func (s *Store) undoTake(ctx context.Context, c rueidis.Client, now time.Time, token string, reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64, at int64) ([]ratelimit.Decision, []bool, error) {
+	gave := make([]bool, len(reqs))
+	var held []ratelimit.Request
+	var marks, gens []string
+	for j, r := range reqs {
+		if out[j].Allowed && out[j].Ticket.Hold != 0 {
+			held = append(held, r)
+			marks = append(marks, formatInt(out[j].Ticket.Hold))
+			gens = append(gens, formatInt(out[j].Ticket.Gen))
+			gave[j] = true
+		}
+	}
+	if len(held) > 0 {
+		keys, args := s.call(now, held, modeRefund, s.token(), "", marks, slices.Repeat([]bool{true}, len(held)), gens)
+		if _, err := s.run(ctx, c, decideScript, keys, args, now, held, make([]ratelimit.Decision, len(held)), nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	undo := undoMarks(reqs, out, starts, at)
+	for j := range undo {
+		gave[j] = gave[j] || undo[j] != "-"
+	}
+	keys, args := s.call(now, reqs, modeUndo, token, formatInt(at), undo, nil, nil)
+	got := make([]ratelimit.Decision, len(reqs))
+	if _, err := s.run(ctx, c, decideScript, keys, args, now, reqs, got, nil); err != nil {
+		return nil, nil, err
+	}
+	return got, gave, nil
+}
+
 // undoMarks names, per limit, what a decision that admitted reqs at the
 // script's time at (us) took, for decide.lua's undo mode: "-" for a limit
-// that took nothing. out and starts are the decision's reply.
+// that took nothing, or whose held token undoTake refunds instead. out
+// and starts are the decision's reply.
 func undoMarks(reqs []ratelimit.Request, out []ratelimit.Decision, starts []int64, at int64) []string {
 	undo := make([]string, len(reqs))
 	for j, r := range reqs {
 		switch {
-		case !out[j].Allowed:
+		case !out[j].Allowed, out[j].Ticket.Hold != 0:
 			undo[j] = "-"
 		case r.Policy.Algorithm == ratelimit.FixedWindow || r.Policy.Algorithm == ratelimit.SlidingWindowCounter:
 			undo[j] = formatInt(starts[j])

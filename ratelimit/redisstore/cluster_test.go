@@ -179,3 +179,51 @@ func TestCompensationOnlyUndoesItsOwnTake(t *testing.T) {
 		t.Errorf("second request at 1s after a late compensation: got allowed, want rejected (burst 1)")
 	}
 }
+
+// TestCompensationGivesBackHeldToken replays a request spanning slots
+// whose count_status token_bucket limit admitted it while another slot
+// rejected it, with a request on the same bucket in between. A held token
+// can be given back exactly whatever came between (it never refilled), so
+// the compensation must leave the bucket as if the rejected request had
+// never come: with only the other request's token spent, and no hold
+// left to keep the bucket down.
+func TestCompensationGivesBackHeldToken(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, KeyPrefix: "comphold:"})
+	c := *s.client.Load()
+	ctx := context.Background()
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "held", Algorithm: ratelimit.TokenBucket, Limit: 2, Window: 2 * time.Second, Hold: true})
+	r := ratelimit.Request{Policy: p, Key: "k"}
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+	g := groupBySlot(s.prefix, []ratelimit.Request{r})[0]
+	g.token = s.token()
+	if !s.runGroups(ctx, c, t0, []*slotGroup{g}, modeTake) || !g.consumed {
+		t.Fatal("the spanning request's take was rejected, want admitted")
+	}
+	// Another request takes a token of the bucket, and its answer counts.
+	other := decide1(t, s, t0, r)
+	if !other[0].Allowed {
+		t.Fatal("the other request: got rejected, want admitted")
+	}
+	if err := s.Keep(ctx, t0, []ratelimit.Request{r}, other); err != nil {
+		t.Fatal(err)
+	}
+	s.compensate(ctx, c, t0, []*slotGroup{g})
+
+	for _, tc := range []struct {
+		at   time.Duration
+		want int64
+	}{
+		{0, 1},                // the other request's token is spent
+		{10 * time.Second, 2}, // and refilled; nothing holds the bucket down
+	} {
+		d, err := s.Peek(ctx, t0.Add(tc.at), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Remaining != tc.want {
+			t.Errorf("at %v after the compensation: got Remaining %d, want %d", tc.at, d.Remaining, tc.want)
+		}
+	}
+}

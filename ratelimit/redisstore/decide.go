@@ -327,13 +327,9 @@ func (s *Store) giveBackLate(c rueidis.Client, reply rueidis.RedisResult, keys, 
 	if err != nil || !ratelimit.Admitted(reqs, out) {
 		return // a rejected request took nothing
 	}
-	undo := undoMarks(reqs, out, starts, at)
-	_, uargs := s.call(now, reqs, modeUndo, args[2], formatInt(at), undo, nil, nil)
 	ctx, cancel := context.WithTimeout(s.bgCtx, s.looseTimeout())
 	defer cancel()
-	start := time.Now()
-	err = decideScript.Exec(ctx, c, keys, uargs).Error()
-	s.observe(start, err)
+	s.undoTake(ctx, c, now, args[2], reqs, out, starts, at)
 }
 
 // degraded decides without Redis, as OnError says.
