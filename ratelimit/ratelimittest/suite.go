@@ -28,15 +28,7 @@ var T0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 // Decide's now argument (for a Redis store: its caller-time mode).
 func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Helper()
-	open := func(t *testing.T) ratelimit.Store {
-		s := newStore(t)
-		t.Cleanup(func() {
-			if err := s.Close(); err != nil {
-				t.Errorf("closing store: %v", err)
-			}
-		})
-		return s
-	}
+	open := closing(newStore)
 	t.Run("Sequences", func(t *testing.T) { runSequences(t, open) })
 	t.Run("Atomicity", func(t *testing.T) { runAtomicity(t, open) })
 	t.Run("Shadow", func(t *testing.T) { runShadow(t, open) })
@@ -49,6 +41,20 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("Hold", func(t *testing.T) { runHold(t, open) })
 	t.Run("Block", func(t *testing.T) { runBlock(t, open) })
 	t.Run("Reset", func(t *testing.T) { runReset(t, open) })
+	t.Run("Stress", func(t *testing.T) { runStress(t, open) })
+}
+
+// closing is newStore with the store closed when the case ends.
+func closing(newStore func(t *testing.T) ratelimit.Store) func(t *testing.T) ratelimit.Store {
+	return func(t *testing.T) ratelimit.Store {
+		s := newStore(t)
+		t.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				t.Errorf("closing store: %v", err)
+			}
+		})
+		return s
+	}
 }
 
 // step is one request at T0+at and the decision it must get. Departure is
