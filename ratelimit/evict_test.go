@@ -203,11 +203,19 @@ func TestEvictedRecordNeverForgetsEarly(t *testing.T) {
 	if got := r.take(p, 8|hashSet, now, false); got != (evictedTimes{}) {
 		t.Errorf("after take with forget: got %+v, want none", got)
 	}
-	// Past both its times an entry is gone, and its way free again; a
-	// block that outlasts the budget keeps it.
+	// Past both its times an entry still tells them, for requests
+	// decided before them, but its way is free again: a note takes it
+	// and hands the entry back, for goneTimes to keep. A block that
+	// outlasts the budget keeps the entry.
 	r.note(p, 8|hashSet, v, now)
+	if got := r.take(p, 8|hashSet, now+10, false); got != v {
+		t.Errorf("at its time: got %+v, want %+v", got, v)
+	}
+	if got := r.note(p, 16|hashSet, v, now+10); got.h != 8|hashSet || got.evictedTimes != v {
+		t.Errorf("noting another bucket at its time: got %+v handed back, want hash %x with %+v", got, 8|hashSet, v)
+	}
 	if got := r.take(p, 8|hashSet, now+10, false); got != (evictedTimes{}) {
-		t.Errorf("at its time: got %+v, want none", got)
+		t.Errorf("once its way was taken: got %+v, want none", got)
 	}
 	b := evictedTimes{until: now + 5, block: now + 10}
 	r.note(p, 24|hashSet, b, now)

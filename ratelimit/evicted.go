@@ -71,8 +71,10 @@ func (r *evictedRecord) set(h uint64) *evictedSet {
 func (w *evictedWay) holds(h uint64) bool { return (h^w.h)&w.mask == 0 }
 
 // note records that the bucket of hash h, of policy p, was evicted at now
-// while live, with times v.
-func (r *evictedRecord) note(p *Policy, h uint64, v evictedTimes, now int64) {
+// while live, with times v. It returns the entry whose way it took, when
+// it took one whose times have passed at now: those still matter to
+// requests decided before them, so the caller keeps them (goneTimes).
+func (r *evictedRecord) note(p *Policy, h uint64, v evictedTimes, now int64) (passed evictedWay) {
 	r.follow(p)
 	set := r.set(h)
 	free := -1
@@ -80,15 +82,16 @@ func (r *evictedRecord) note(p *Policy, h uint64, v evictedTimes, now int64) {
 		w := &set[i]
 		if w.end() > now && w.mask == ^uint64(0) && w.h == h {
 			w.evictedTimes = w.fold(v)
-			return
+			return passed
 		}
 		if free < 0 && w.end() <= now {
 			free = i
 		}
 	}
 	if free >= 0 {
+		passed = set[free]
 		set[free] = evictedWay{h, ^uint64(0), v}
-		return
+		return passed
 	}
 	// Full: fold the pair of the five that keeps the most agreeing bits.
 	c := [5]evictedWay{set[0], set[1], set[2], set[3], {h, ^uint64(0), v}}
@@ -104,6 +107,7 @@ func (r *evictedRecord) note(p *Policy, h uint64, v evictedTimes, now int64) {
 	c[bi] = evictedWay{c[bi].h & mask, mask, c[bi].fold(c[bj].evictedTimes)}
 	copy(c[bj:], c[bj+1:])
 	copy(set[:], c[:4])
+	return passed
 }
 
 // take returns the latest times the record holds for a bucket of hash h,
@@ -116,7 +120,9 @@ func (r *evictedRecord) take(p *Policy, h uint64, now int64, forget bool) evicte
 }
 
 // lookup is take with the times of h's own entry and those of the folded
-// entries that stand for h apart.
+// entries that stand for h apart. Entries whose times have passed at now
+// count too: a sliding_window_log made again keeps them as the time
+// before which a late request cannot be judged (see restoreLocked).
 func (r *evictedRecord) lookup(p *Policy, h uint64, now int64, forget bool) (own, folded evictedTimes) {
 	if r.sets == nil || !r.follow(p) {
 		return own, folded
@@ -124,7 +130,7 @@ func (r *evictedRecord) lookup(p *Policy, h uint64, now int64, forget bool) (own
 	set := r.set(h)
 	for i := range set {
 		switch w := &set[i]; {
-		case w.end() <= now || !w.holds(h):
+		case w.end() == 0 || !w.holds(h):
 		case w.mask == ^uint64(0):
 			own = own.fold(w.evictedTimes)
 			if forget {

@@ -1,6 +1,9 @@
 package ratelimit
 
-import "sync/atomic"
+import (
+	"math/bits"
+	"sync/atomic"
+)
 
 // goneTimes is a shard's memory of the buckets it removed as idle, for
 // requests decided late: at a time before the removal's (a request whose
@@ -42,13 +45,19 @@ func (g *goneTimes) noteLocked(e *entry, size int) {
 	if e.ext != nil {
 		v.block = e.ext.block
 	}
-	if v.end() == 0 {
+	g.keep(e.pol, evictedWay{atomic.LoadUint64(&e.tag) & hashMask, ^uint64(0), v}, size)
+}
+
+// keep keeps the times of w, an entry of the record of evicted buckets of
+// policy p that stands for the hashes w holds, in a table of size slots.
+func (g *goneTimes) keep(p *Policy, w evictedWay, size int) {
+	if w.end() == 0 {
 		return // never took anything: fresh for any request
 	}
-	if g.pol != e.pol && (g.pol == nil || g.pol.Settings() != e.pol.Settings()) {
+	if g.pol != p && (g.pol == nil || g.pol.Settings() != p.Settings()) {
 		clear(g.slots)
 	}
-	g.pol = e.pol
+	g.pol = p
 	n := max(len(g.slots), 8)
 	for n < size/16 {
 		n *= 2
@@ -63,8 +72,20 @@ func (g *goneTimes) noteLocked(e *entry, size int) {
 		}
 		g.slots = slots
 	}
-	s := g.slot(atomic.LoadUint64(&e.tag) & hashMask)
-	*s = s.fold(v)
+	if w.mask == ^uint64(0) {
+		s := g.slot(w.h)
+		*s = s.fold(w.evictedTimes)
+		return
+	}
+	// A folded entry: every slot one of its hashes picks, by the high
+	// bits of the hash's low 32 (see slot).
+	shift := 32 - bits.Len(uint(len(g.slots)-1))
+	bitsOfSlot := uint64(len(g.slots)-1) << shift
+	for i := range g.slots {
+		if (uint64(i)<<shift^w.h)&w.mask&bitsOfSlot == 0 {
+			g.slots[i] = g.slots[i].fold(w.evictedTimes)
+		}
+	}
 }
 
 // at returns the times kept for a bucket of hash h, of policy p: the zero

@@ -458,7 +458,8 @@ func (s *memShard) evictLocked(p *Policy, now int64, limit int, keep []uint64) {
 				if s.evicted.sets == nil {
 					s.evicted = newEvictedRecord(limit)
 				}
-				s.evicted.note(p, tag&hashMask, e.evictedTimesLocked(now), now)
+				passed := s.evicted.note(p, tag&hashMask, e.evictedTimesLocked(now), now)
+				s.gone.keep(p, passed, len(t.slots))
 				if s.resets != nil {
 					s.evictedLiveLocked(e.key)
 				}
