@@ -264,6 +264,7 @@ func TestCanonicalRequest(t *testing.T) {
 		{"host", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
 		{"host upper case", req("GET /v1/host HTTP/1.1", []string{"Host: ACME.example.com"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
 		{"host trailing dot", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com."}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
+		{"host with a comma", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com,x"}, ""), 400, "", "", nil, nil},
 		{"host default port", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com:80"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
 		{"path key without parameters", req("get /v1/host;x HTTP/1.1", nil, ""), 200, "GET", "/host/v1/host;x", []string{"acme.example.com|GET|/v1/host"}, nil},
 		{"underscore header", req("GET /v1/keyed HTTP/1.1", []string{"X_Forwarded_For: 198.51.100.1", "X_API_Key: k"}, ""), 200, "GET", "/keyed/keyed", []string{"||"}, []string{"X_forwarded_for", "X_api_key"}},

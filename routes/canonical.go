@@ -151,9 +151,13 @@ func CanonicalMethod(m string) (string, error) {
 // a host differently. A byte that net/http's server refuses in a Host
 // field (a space, a control, anything not ASCII) is ErrHostChar: "a .",
 // with its dot dropped, would end in a space the next parser trims, so
-// the gateway would key one host and the upstream read another.
+// the gateway would key one host and the upstream read another. So is a
+// comma, which net/http lets through: the host reaches the upstream in
+// X-Forwarded-Host, a list to Express, Spring and Symfony (which read its
+// first element) and Rails (its last), so "acme.example.com,x" would be
+// acme.example.com to them and another host to routes and keys.
 func CanonicalHost(host string, tls bool) (string, error) {
-	if !httpguts.ValidHostHeader(host) {
+	if !httpguts.ValidHostHeader(host) || strings.IndexByte(host, ',') >= 0 {
 		return "", ErrHostChar
 	}
 	name, port := host, ""

@@ -80,6 +80,12 @@ func TestCanonicalHost(t *testing.T) {
 		{"acme.example.com\u00a0", false, "", ErrHostChar},
 		{"acme\x00.example.com", false, "", ErrHostChar},
 		{"acme.example.com/v1", false, "", ErrHostChar},
+		// A comma separates the elements of X-Forwarded-Host, which
+		// Express, Spring and Symfony read the first of and Rails the
+		// last: to them "acme.example.com,x" is acme.example.com.
+		{"acme.example.com,x", false, "", ErrHostChar},
+		{"x,acme.example.com", false, "", ErrHostChar},
+		{"[::1]:80,x", false, "", ErrHostChar},
 	} {
 		if got, err := CanonicalHost(tc.in, tc.tls); got != tc.want || err != tc.err {
 			t.Errorf("CanonicalHost(%q, tls %v): got %q, %v; want %q, %v", tc.in, tc.tls, got, err, tc.want, tc.err)
