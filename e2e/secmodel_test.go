@@ -3,6 +3,9 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -238,4 +241,32 @@ func TestSecurityModelRaw(t *testing.T) {
 				[]string{"\r\nX-Real-Ip: 127.0.0.1\r\n"}, []string{"6.6.6.6"}},
 		})
 	})
+}
+
+// TestLongKeyIsOneBucket: a key value past 256 bytes is kept as its
+// digest, so a client cannot make each bucket cost kilobytes, and it is
+// still one bucket: its requests share the budget, and /v1/limits finds
+// that bucket by the value itself or by the digest the access log shows.
+func TestLongKeyIsOneBucket(t *testing.T) {
+	t.Parallel()
+	up := newBytesUpstream(t)
+	in := start(t, writeConfig(t, "listen: 127.0.0.1:0\nadmin: 127.0.0.1:0\nroutes:\n  - name: api\n    upstream: "+up.URL+"\n"+
+		"    limits:\n      - {algorithm: fixed_window, limit: 3, window: 1h, key: [header:X-API-Key]}\n"))
+	long := strings.Repeat("k", 300)
+	for i, want := range []int{200, 200, 200, 429} {
+		resp, _ := do(t, nil, "GET", in.HTTP+"/v1/items", nil, map[string]string{"X-API-Key": long})
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: got %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	sum := sha256.Sum256([]byte(long))
+	for _, key := range []string{long, "sha256:" + hex.EncodeToString(sum[:])} {
+		resp, body := do(t, nil, "GET", in.Admin+"/v1/limits?policy=api%231&key="+key, nil, nil)
+		var l struct {
+			Remaining *int64 `json:"remaining"`
+		}
+		if resp.StatusCode != 200 || json.Unmarshal(body, &l) != nil || l.Remaining == nil || *l.Remaining != 0 {
+			t.Errorf("GET /v1/limits with key %.20s...: got %d %s, want 200 and remaining 0", key, resp.StatusCode, body)
+		}
+	}
 }
