@@ -449,3 +449,33 @@ func TestTLSPairBlamesFileAtFault(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// TestLimitsSingleName: a route's limits, a list of policy names, may be
+// written as one name, as every list of strings may (key: ip is [ip]).
+func TestLimitsSingleName(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `
+policies:
+  per-ip: {algorithm: fixed_window, limit: 5, window: 1m, key: ip}
+routes:
+  - name: api
+    upstream: http://127.0.0.1:9000
+    limits: per-ip
+`, noEnv)
+	var got []string
+	for _, l := range c.Table.Routes[0].Limits {
+		got = append(got, l.Policy.Name)
+	}
+	if want := []string{"per-ip"}; !slices.Equal(got, want) {
+		t.Errorf("got limits %v, want %v", got, want)
+	}
+	_, err := Parse("sluice.yaml", []byte(`
+routes:
+  - name: api
+    upstream: http://127.0.0.1:9000
+    limits: nope
+`), noEnv)
+	if want := `sluice.yaml:5:13: routes[0].limits[0]: unknown policy "nope"`; err == nil || err.Error() != want {
+		t.Errorf("got error %v, want %s", err, want)
+	}
+}

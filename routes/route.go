@@ -248,7 +248,11 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 	lp := field(path, "limits")
 	var leaky string
 	used := map[string]string{}
-	for i, ln := range d.items(m["limits"].val, lp) {
+	limits := []*yaml.Node{m["limits"].val} // one policy name, as key: ip is [ip]
+	if isNull(limits[0]) || deref(limits[0]).Kind != yaml.ScalarNode {
+		limits = d.items(m["limits"].val, lp)
+	}
+	for i, ln := range limits {
 		p := index(lp, i)
 		var def *policyDef
 		if ref := deref(ln); ref.Kind == yaml.ScalarNode {
