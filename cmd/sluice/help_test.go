@@ -34,3 +34,14 @@ func TestDemoRefusesArguments(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateChecksLogLevel: validate takes run's flags, so a -log-level
+// that run would refuse must not pass validate: a deploy that validates
+// first would otherwise start a gateway that exits at once.
+func TestValidateChecksLogLevel(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"validate", "-log-level", "loud", "-config", "../../config.example.yaml"}, &out, &errOut)
+	if code != 1 || !strings.Contains(errOut.String(), "-log-level") {
+		t.Errorf("sluice validate -log-level loud: exit %d, stderr %q; want 1 naming -log-level", code, errOut.String())
+	}
+}

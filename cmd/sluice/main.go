@@ -179,6 +179,11 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	if f == nil {
 		return exitFor(err, 1)
 	}
+	if _, err := newLogger(f.logLevel, io.Discard); err != nil {
+		// run would refuse it: a file validated with it must not pass.
+		fmt.Fprintln(stderr, "sluice validate:", err)
+		return 1
+	}
 	if _, err := routes.Load(f.config); err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
