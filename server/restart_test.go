@@ -14,6 +14,7 @@ import (
 func TestRestartNeededForClientTimeouts(t *testing.T) {
 	t.Parallel()
 	base := routes.Config{ClientHeaderTimeout: 10 * time.Second, ClientBodyTimeout: 30 * time.Second, KeepaliveTimeout: 2 * time.Minute}
+	base.Store.Type = "memory"
 	for _, tc := range []struct {
 		name   string
 		change func(*routes.Config)
@@ -26,6 +27,10 @@ func TestRestartNeededForClientTimeouts(t *testing.T) {
 		// Each policy without a max_keys of its own takes it at load.
 		{"memory max_keys", func(c *routes.Config) { c.Store.Memory.MaxKeys = 5 }, nil},
 		{"store type", func(c *routes.Config) { c.Store.Type = "redis" }, []string{"store"}},
+		// A memory store reads nothing of store.redis.
+		{"redis settings of a memory store", func(c *routes.Config) {
+			c.Store.Redis.Password, c.Store.Redis.Timeout = "rotated", time.Second
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -496,6 +496,10 @@ func restartNeeded(old, cfg *routes.Config) []string {
 	// the policies take as they load.
 	oldStore, newStore := old.Store, cfg.Store
 	oldStore.Memory.MaxKeys, newStore.Memory.MaxKeys = 0, 0
+	if oldStore.Type != "redis" && newStore.Type != "redis" {
+		// A memory store reads nothing of store.redis.
+		oldStore.Redis, newStore.Redis = routes.Redis{}, routes.Redis{}
+	}
 	if !reflect.DeepEqual(oldStore, newStore) {
 		out = append(out, "store")
 	}
