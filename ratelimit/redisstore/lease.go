@@ -533,6 +533,13 @@ func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 	if l.inflight != nil || l.batch <= 1 || l.units*2 >= l.batch || now.Before(l.quiet) {
 		return
 	}
+	if l.units >= maxBatch(l.req.Policy, s.instances()) {
+		// The batch was sized for fewer instances: what the lease
+		// holds is already its share now that more are seen, so a
+		// refill would ask for nothing, a round trip per admission
+		// until the holding fell below the share.
+		return
+	}
 	if l.req.Policy.Algorithm != ratelimit.TokenBucket && float64(l.units) >= l.score/leaseTau*l.deadline.Sub(now).Seconds() {
 		return
 	}
