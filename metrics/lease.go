@@ -7,6 +7,10 @@ type leaseMetrics struct {
 	requests  *prometheus.CounterVec // policy, result
 	fallback  *prometheus.GaugeVec   // policy
 	instances prometheus.Gauge
+	// falling holds, by the policy a gauge is named for, the names
+	// (the policy's, its overrides') deciding locally: the gauge is 1
+	// while any is. Guarded by Metrics.mu.
+	falling map[string]map[string]struct{}
 }
 
 func newLeaseMetrics() leaseMetrics {
@@ -23,6 +27,7 @@ func newLeaseMetrics() leaseMetrics {
 			Name: "sluice_ratelimit_lease_instances",
 			Help: "Instances seen alive through heartbeats in Redis: the N of the limit / N fallback.",
 		}),
+		falling: make(map[string]map[string]struct{}),
 	}
 }
 
@@ -47,21 +52,37 @@ func (m *Metrics) LeaseRequest(policy, result string) {
 }
 
 // LeaseFallback sets whether leased policy decides locally with limit / N.
-// Like LeaseRequest, it makes no series for a policy no longer served.
-func (m *Metrics) LeaseFallback(policy string, on bool) {
+// A policy and its overrides enter and leave their fallbacks apart and
+// share the gauge, which is 1 while any of them is in fallback. Like
+// LeaseRequest, it makes no series for a policy no longer served.
+func (m *Metrics) LeaseFallback(name string, on bool) {
 	if m == nil {
 		return
 	}
-	policy = policyOf(policy)
-	v := 0.0
-	if on {
-		v = 1
-	}
+	policy := policyOf(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.leased[policy]; ok {
-		m.lease.fallback.WithLabelValues(policy).Set(v)
+	if _, ok := m.leased[policy]; !ok {
+		return
 	}
+	names := m.lease.falling[policy]
+	if on {
+		if names == nil {
+			names = make(map[string]struct{})
+			m.lease.falling[policy] = names
+		}
+		names[name] = struct{}{}
+	} else {
+		delete(names, name)
+		if len(names) == 0 {
+			delete(m.lease.falling, policy)
+		}
+	}
+	v := 0.0
+	if len(names) > 0 {
+		v = 1
+	}
+	m.lease.fallback.WithLabelValues(policy).Set(v)
 }
 
 // LeaseDeclare makes the fallback series of leased policy, at 0, when it
@@ -104,6 +125,7 @@ func (m *Metrics) RetainLeases(leased []string) {
 		l := prometheus.Labels{"policy": p}
 		m.lease.requests.DeletePartialMatch(l)
 		m.lease.fallback.DeletePartialMatch(l)
+		delete(m.lease.falling, p)
 		delete(m.leased, p)
 	}
 }
