@@ -877,17 +877,20 @@ func (s *Store) returnLeases(ctx context.Context, c rueidis.Client, ls []*lease)
 		spent, refunds := l.spent, l.refunds
 		l.units, l.back, l.spent, l.refunds = 0, 0, 0, 0
 		p := l.req.Policy
-		if p.Algorithm == ratelimit.TokenBucket && !s.spendTime(now).Before(l.deadline) {
+		ranOut := !s.spendTime(now).Before(l.deadline)
+		l.mu.Unlock()
+		if back == 0 && spent == 0 && refunds == 0 {
+			continue
+		}
+		if p.Algorithm == ratelimit.TokenBucket && ranOut {
 			// The holding has run out: Redis drops it as spent at
 			// the bucket's next call, so neither what it spent nor
 			// what it let expire needs a call (a slow lease, a
 			// batch of one, would otherwise cost two calls a
 			// request). Refunds still go back.
-			back, spent = 0, 0
-		}
-		l.mu.Unlock()
-		if back == 0 && spent == 0 && refunds == 0 {
-			continue
+			if back, spent = 0, 0; refunds == 0 {
+				continue
+			}
 		}
 		rets = append(rets, ret{p, l.key, back})
 		execs = append(execs, rueidis.LuaExec{Keys: []string{l.key}, Args: s.leaseArgs(now, p, s.leaseField(l), 0, back, mark, spent, refunds, leaseTTL)})

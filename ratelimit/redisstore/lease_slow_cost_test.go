@@ -20,11 +20,10 @@ func TestLeaseSlowTrafficOneCallPerRequest(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, a := range []ratelimit.Algorithm{ratelimit.FixedWindow, ratelimit.TokenBucket, ratelimit.SlidingWindowCounter} {
 		t.Run(a.String(), func(t *testing.T) {
-			var trips atomic.Int64
+			var trips atomic.Int64 // the lease's round trips (no heartbeats, no pings)
 			s := newStore(t, Options{Addresses: []string{srv.Addr()}, KeyPrefix: a.String() + ":", Timeout: time.Second,
-				Observe: func(time.Duration, error) { trips.Add(1) }})
+				OnLease: func(string, string) { trips.Add(1) }})
 			r := ratelimit.Request{Policy: leasePolicy(t, "slow", a, 1000, time.Hour), Key: "k"}
-			s.RetireLeases() // no heartbeats: only the lease's own calls count
 			const requests = 2
 			before := trips.Load()
 			for i := range requests {
