@@ -193,15 +193,20 @@ func (g *Gateway) armRefund(s *snapshot, rt *route, rec *recorder, r *http.Reque
 // showGivenBack rewrites the answer's limit fields for the units given
 // back, whose buckets admit one more request now than when the request was
 // decided: r one higher, and t and the classic Reset 0 once the bucket is
-// whole again. (Where it is not whole, t and Reset stay as decided: a
-// give-back may bring either earlier, never later.)
+// whole again. A token_bucket's Reset, the time its used tokens take to
+// refill, is one interval shorter without the token. (Elsewhere, where the
+// bucket is not whole, t and Reset stay as decided: a give-back may bring
+// either earlier, never later.)
 func (rt *route) showGivenBack(h http.Header, reqs []ratelimit.Request, ds []ratelimit.Decision, give []int, m *matched, ex *exchange) {
 	ds = slices.Clone(ds)
 	for _, i := range give {
-		d := &ds[i]
-		d.Remaining = min(d.Remaining+1, reqs[i].Policy.Capacity())
-		if d.Remaining == reqs[i].Policy.Capacity() {
+		d, p := &ds[i], reqs[i].Policy
+		d.Remaining = min(d.Remaining+1, p.Capacity())
+		switch {
+		case d.Remaining == p.Capacity():
 			d.RetryAfter, d.Reset = 0, 0
+		case p.Algorithm == ratelimit.TokenBucket:
+			d.Reset = max(d.Reset-p.Interval(), d.RetryAfter)
 		}
 	}
 	if m != nil {

@@ -61,6 +61,11 @@ routes:
 			if got, want := resp.Header.Get("RateLimit"), fmt.Sprintf(`"login#1";r=4;t=%s`, strings.TrimPrefix(failed.Header.Get("RateLimit"), `"login#1";r=4;t=`)); got != want {
 				t.Errorf("success after a failure: RateLimit got %q, want %q (the failure still spent)", got, want)
 			}
+			// The clock stands still: given back, the bucket is as the
+			// failure left it, and so are the classic fields.
+			if got, want := resp.Header.Get("X-RateLimit-Remaining")+" "+resp.Header.Get("X-RateLimit-Reset"), failed.Header.Get("X-RateLimit-Remaining")+" "+failed.Header.Get("X-RateLimit-Reset"); got != want {
+				t.Errorf("success after a failure: X-RateLimit-Remaining and -Reset got %q, want %q (as the failure left the bucket)", got, want)
+			}
 		})
 	}
 }
