@@ -25,6 +25,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice demo:", err)
 		return 2
 	}
+	logStdLogTo(log)
 	tuneGCFromEnv()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

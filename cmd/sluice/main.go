@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -172,6 +173,15 @@ func newLogger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
+// logStdLogTo sends what other packages write with the standard log
+// package through l, at warn: net/http's transport writes there when an
+// upstream sends bytes nobody asked for, which would otherwise be a line
+// of plain text, with the upstream's bytes, among the JSON lines.
+func logStdLogTo(l *slog.Logger) {
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(slog.NewLogLogger(l.Handler(), slog.LevelWarn).Writer())
+}
+
 // runValidate exits 0 for a valid file and 1 for anything else, a usage
 // error included: SPEC §1 gives validate no other status.
 func runValidate(args []string, stdout, stderr io.Writer) int {
@@ -210,6 +220,7 @@ func runServe(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice run:", err)
 		return 2
 	}
+	logStdLogTo(log)
 	tuneGCFromEnv()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
