@@ -178,7 +178,7 @@ func (s *Server) Addr(name string) net.Addr {
 // within the configured shutdown_timeout. It returns nil after a clean or
 // timed-out shutdown, an error when a listener cannot start.
 func (s *Server) Serve(ctx context.Context) error {
-	defer s.FlushAccessLog()
+	defer s.closeAccessLog()
 	cfg := s.cfg.Load()
 	errc := make(chan error, 3)
 	var handler http.Handler = s.counting(s.gateway)
@@ -377,7 +377,7 @@ func (s *Server) shutdown() error {
 	}
 	s.closeAll()
 	s.release()
-	s.FlushAccessLog()
+	s.closeAccessLog()
 	s.log.Info("sluice stopped")
 	return nil
 }
@@ -394,11 +394,21 @@ func (s *Server) release() {
 	}
 }
 
-// FlushAccessLog writes the access lines waiting in the buffer. Reload and
-// shutdown call it; after shutdown, lines are written at once.
+// FlushAccessLog writes the access lines waiting in the buffer. Reload
+// calls it.
 func (s *Server) FlushAccessLog() {
 	if s.access != nil {
 		s.access.Flush()
+	}
+}
+
+// closeAccessLog writes the access lines waiting in the buffer, and has
+// those logged later written at once: the process exits when Serve
+// returns, and a request cut off at the end (by shutdown_timeout or a
+// failed listener) may log its line after that.
+func (s *Server) closeAccessLog() {
+	if s.access != nil {
+		s.access.Close()
 	}
 }
 
