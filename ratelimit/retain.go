@@ -11,11 +11,18 @@ package ratelimit
 // until then, a policy that comes back (a reload undone) finds its
 // buckets as they were, and an evicted spent or blocked one no fuller
 // than it left. Before the first call every table stays.
+//
+// It takes tablesMu, under which the sweeper reads the names again
+// before it drops a table: once Retain returns, no table of these names
+// goes, not even one the sweeper found empty just before, which a request
+// made after Retain may be filling.
 func (m *MemoryStore) Retain(names []string) {
 	live := make(map[string]bool, len(names))
 	for _, n := range names {
 		live[n] = true
 	}
+	m.tablesMu.Lock()
+	defer m.tablesMu.Unlock()
 	m.live.Store(&live)
 }
 
@@ -32,6 +39,11 @@ func (m *MemoryStore) dropRetired(name string, pt *policyTable, now int64) {
 	}
 	m.tablesMu.Lock()
 	defer m.tablesMu.Unlock()
+	// Again under the lock: a Retain that named it since (a reload
+	// undone) lets requests fill it that forgettable did not see.
+	if (*m.live.Load())[name] {
+		return
+	}
 	old := *m.tables.Load()
 	if old[name] != pt {
 		return

@@ -2,6 +2,9 @@ package ratelimit
 
 import (
 	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -109,4 +112,60 @@ func TestRetainDropsRetiredTables(t *testing.T) {
 			ids[pt.id] = name
 		}
 	})
+}
+
+// TestRetainUndoneDuringSweepKeepsTable: a reload that drops a policy and
+// one that brings it back may both fall within one sweep of its table.
+// The sweeper, which read the names before the second Retain and found
+// the table empty, must not drop it once a request after that Retain has
+// made a bucket there: the bucket's spent budget, or the block its next
+// request starts, would be gone, and the one after admitted afresh.
+//
+// The sweeper runs on its own goroutine; whether a given round falls in
+// that moment depends on scheduling, so the test repeats it many times
+// and wants no round to lose its bucket (with the sweeper reading the
+// names again too early, a few percent did).
+func TestRetainUndoneDuringSweepKeepsTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := MustPolicy(Policy{Name: "guard", Algorithm: FixedWindow, Limit: 1, Window: time.Minute, Block: time.Hour, MaxKeys: 100_000})
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1})
+	defer m.Close()
+	var now atomic.Int64 // the round's time, as ns after t0
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			m.Sweep(t0.Add(time.Duration(now.Load())))
+		}
+	}()
+	const rounds = 20_000
+	lost := 0
+	var spin atomic.Int64
+	out := make([]Decision, 1)
+	for i := range rounds {
+		// Two hours on: the last round's bucket is idle, so the sweeper
+		// empties the table and, while the policy is retired, drops it.
+		at := t0.Add(time.Duration(i) * 2 * time.Hour)
+		now.Store(int64(at.Sub(t0)))
+		m.Retain(nil)
+		for range i % 64 * 20 { // vary how long the policy stays retired
+			spin.Add(1)
+		}
+		m.Retain([]string{"guard"})
+		r := []Request{{Policy: p, Key: "k" + strconv.Itoa(i)}}
+		if err := m.Decide(ctx, at, r, out); err != nil {
+			t.Fatal(err)
+		}
+		if m.Decide(ctx, at, r, out); out[0].Allowed {
+			lost++
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if lost > 0 {
+		t.Errorf("second request of a spent budget: got admitted in %d of %d rounds, want none", lost, rounds)
+	}
 }
