@@ -119,15 +119,20 @@ func (m *Metrics) RetainLeases(leased []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for p := range m.leased {
-		if keep[p] {
-			continue
+		if !keep[p] {
+			m.forgetLeaseLocked(p)
 		}
-		l := prometheus.Labels{"policy": p}
-		m.lease.requests.DeletePartialMatch(l)
-		m.lease.fallback.DeletePartialMatch(l)
-		delete(m.lease.falling, p)
-		delete(m.leased, p)
 	}
+}
+
+// forgetLeaseLocked drops policy p's lease series and what the gauge was
+// made from, and takes p off the leased policies. The caller holds m.mu.
+func (m *Metrics) forgetLeaseLocked(p string) {
+	l := prometheus.Labels{"policy": p}
+	m.lease.requests.DeletePartialMatch(l)
+	m.lease.fallback.DeletePartialMatch(l)
+	delete(m.lease.falling, p)
+	delete(m.leased, p)
 }
 
 // LeaseInstances sets N, the instances seen alive.

@@ -201,11 +201,9 @@ func (m *Metrics) Forget(routes, policies []string) {
 		m.refunds.DeletePartialMatch(l)
 		m.queueDepth.DeletePartialMatch(l)
 		m.queueWait.DeletePartialMatch(l)
-		m.lease.requests.DeletePartialMatch(l)
-		m.lease.fallback.DeletePartialMatch(l)
+		m.forgetLeaseLocked(p)
 		delete(m.policies, p)
 		delete(m.queues, p)
-		delete(m.leased, p)
 		for _, ls := range m.limits {
 			for l := range ls {
 				if l.Policy == p {
