@@ -147,20 +147,7 @@ func cleanHeaders(h http.Header, trusted bool) {
 			}
 		}
 	}
-	for _, line := range h["Connection"] {
-		for line != "" {
-			var tok string
-			tok, line, _ = strings.Cut(line, ",")
-			tok = strings.TrimSpace(tok)
-			// ReverseProxy itself needs Upgrade and TE to pass a WebSocket
-			// upgrade and trailers on; it removes them from the outgoing
-			// request all the same.
-			if tok == "" || strings.EqualFold(tok, "Upgrade") || strings.EqualFold(tok, "Te") || strings.EqualFold(tok, "Connection") {
-				continue
-			}
-			deleteField(h, tok)
-		}
-	}
+	dropConnectionNamed(h)
 	// Only a WebSocket handshake may switch protocols through sluice.
 	// After a 101 the connection is a tunnel whose requests no limit
 	// sees: an upstream that took "Upgrade: h2c" would serve HTTP/2 on
@@ -177,6 +164,24 @@ func cleanHeaders(h http.Header, trusted bool) {
 			delete(h, "Upgrade")
 		}
 		delete(h, "Http2-Settings")
+	}
+}
+
+// dropConnectionNamed removes the fields h's Connection names, but for
+// Upgrade and TE: ReverseProxy itself needs them to pass a WebSocket
+// upgrade and trailers on, and removes them from what it forwards all the
+// same (and Connection, which names itself).
+func dropConnectionNamed(h http.Header) {
+	for _, line := range h["Connection"] {
+		for line != "" {
+			var tok string
+			tok, line, _ = strings.Cut(line, ",")
+			tok = strings.TrimSpace(tok)
+			if tok == "" || strings.EqualFold(tok, "Upgrade") || strings.EqualFold(tok, "Te") || strings.EqualFold(tok, "Connection") {
+				continue
+			}
+			deleteField(h, tok)
+		}
 	}
 }
 

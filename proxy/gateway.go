@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/textproto"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -221,27 +220,20 @@ func dropRequestID(resp *http.Response) error {
 
 // dropSwitchHopFields strips the hop-by-hop fields of a 101, which
 // ReverseProxy passes on whole, while it strips them from every other
-// answer: those the upstream's Connection names, and those hop by hop
-// by definition. What switches the client's connection stays: Upgrade,
-// and a Connection that names it alone (checkAnswer has made sure the
-// upstream's did).
+// answer: those the upstream's Connection names, as the request's are
+// (dropConnectionNamed), and those hop by hop by definition
+// (routes.IsHopByHop). What switches the client's connection stays:
+// Upgrade, and a Connection that names it alone (checkAnswer has made
+// sure the upstream's did).
 func dropSwitchHopFields(h http.Header) {
-	for _, v := range h["Connection"] {
-		for name := range strings.SplitSeq(v, ",") {
-			if name = textproto.TrimString(name); name != "" && !strings.EqualFold(name, "Upgrade") {
-				h.Del(name)
-			}
+	dropConnectionNamed(h)
+	for name := range h {
+		if routes.IsHopByHop(name) {
+			delete(h, name)
 		}
-	}
-	for _, name := range switchHopFields {
-		delete(h, name)
 	}
 	h["Connection"] = []string{"Upgrade"}
 }
-
-// switchHopFields are the hop-by-hop fields a 101 may carry besides
-// Connection and Upgrade, as ReverseProxy lists them.
-var switchHopFields = []string{"Keep-Alive", "Proxy-Connection", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding"}
 
 // checkAnswer refuses an answer that cannot be passed on: a status below
 // 100 (http.ReadResponse reads "099"; net/http's server panics on it), or

@@ -147,13 +147,17 @@ var hopByHop = map[string]bool{
 	"Trailer": true, "Transfer-Encoding": true,
 }
 
+// IsHopByHop reports whether the field named name, in canonical form, is
+// hop by hop: one a proxy removes before passing a message on.
+func IsHopByHop(name string) bool { return hopByHop[name] }
+
 // HopByHop refuses a header field, named in canonical form, that routes
 // and keys may not read because the upstream never gets it: a route
 // matching on it, or a limit keyed on it, would tell requests apart that
 // the upstream serves alike. Upgrade is allowed: sluice keeps it only on
 // a WebSocket handshake, which the upstream gets with it.
 func HopByHop(name string) error {
-	if hopByHop[name] {
+	if IsHopByHop(name) {
 		return fmt.Errorf("%s is a hop-by-hop field: the upstream never gets it", name)
 	}
 	return nil
