@@ -330,7 +330,7 @@ func (m *MemoryStore) Peek(_ context.Context, now time.Time, r Request) (Decisio
 		if r.Policy.Algorithm == SlidingWindowLog {
 			fresh.ext = new(entryExt)
 		}
-		fresh.restoreLocked(r.Policy, s.recordLocked(r.Policy, r.Key, h, t, false).fold(s.gone.at(r.Policy, h)), t)
+		fresh.restoreLocked(r.Policy, s.madeFromLocked(r.Policy, r.Key, h, t, false), t)
 		return fresh.peekLocked(r.Policy, t), nil
 	}
 	defer e.unlock(false)

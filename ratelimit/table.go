@@ -245,6 +245,14 @@ func (s *memShard) recordLocked(p *Policy, key string, h uint64, now int64, forg
 	return own.fold(folded)
 }
 
+// madeFromLocked is what a bucket of key, whose hash is h, of p, made at
+// now starts from: the record of evicted buckets' times (recordLocked;
+// forget is take's), and those of an idle bucket removed after now
+// (goneTimes). The caller holds s.mu.
+func (s *memShard) madeFromLocked(p *Policy, key string, h uint64, now int64, forget bool) evictedTimes {
+	return s.recordLocked(p, key, h, now, forget).fold(s.gone.at(p, h))
+}
+
 // evictedLiveLocked notes that key's bucket was evicted live: folded
 // entries count for it again (see recordLocked). The caller holds s.mu.
 func (s *memShard) evictedLiveLocked(key string) {
@@ -324,7 +332,7 @@ func (s *memShard) getLocked(r Request, h uint64, now int64, limit int, keep []u
 	// that note may fold entries, and one folded with this bucket's own
 	// would bring it back emptier than it left, and than Peek showed it.
 	// Taking the entry first also frees its way for the note.
-	left := s.recordLocked(r.Policy, r.Key, h, now, true).fold(s.gone.at(r.Policy, h))
+	left := s.madeFromLocked(r.Policy, r.Key, h, now, true)
 	if s.n >= limit {
 		s.evictLocked(r.Policy, now, limit, keep)
 	}
