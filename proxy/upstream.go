@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -15,10 +17,11 @@ import (
 var errUpstreamTimeout = errors.New("upstream response timeout")
 
 // upstreams sends a route's requests to its targets. It picks targets round
-// robin, moves to the next target when a connection is refused (for
-// idempotent requests, whose replay is harmless), and bounds the wait for
-// response headers by the route's timeout, counted from the end of the
-// request body, without ever cutting a response that has started.
+// robin, moves a request of any method to the next target when the
+// connection to one could not be made (nothing of the request was sent, so
+// nothing can have acted on it), and bounds the wait for response headers
+// by the route's timeout, counted from the end of the request body, without
+// ever cutting a response that has started.
 type upstreams struct {
 	base    http.RoundTripper
 	targets []*url.URL
@@ -43,12 +46,24 @@ func (u *upstreams) indexOf(host string) int {
 	return 0
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. Each target is tried at most
+// once per request.
 func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 	first := u.indexOf(req.URL.Host)
 	for attempt := 0; ; attempt++ {
-		resp, err := u.roundTrip(req)
-		if err == nil || attempt+1 >= len(u.targets) || !isRefused(err) || !replayable(req) {
+		last := attempt+1 >= len(u.targets)
+		out, body := req, (*attemptBody)(nil)
+		if !last && req.Body != nil && req.Body != http.NoBody {
+			// A transport closes the body when it cannot connect:
+			// the next target still needs it, whole.
+			body = &attemptBody{ReadCloser: req.Body, hold: true}
+			out = new(http.Request)
+			*out = *req
+			out.Body = body
+		}
+		resp, err := u.roundTrip(out)
+		if err == nil || last || !notConnected(err) || body.touched() || req.Context().Err() != nil {
+			body.letGo()
 			return resp, err
 		}
 		next := u.targets[(first+attempt+1)%len(u.targets)]
@@ -101,17 +116,64 @@ func (u *upstreams) roundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func isRefused(err error) bool {
-	return errors.Is(err, syscall.ECONNREFUSED)
+// notConnected reports whether err is a connection to the target that
+// could not be made (refused, unreachable, its connect timed out): both
+// transports return the dialer's error as it is, and write nothing of the
+// request before they have a connection.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// replayable reports whether req may be sent again to another target: an
-// idempotent method with no body, or one the transport can rewind.
-func replayable(req *http.Request) bool {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-	default:
-		return false
+// attemptBody is the request body as one attempt that may be followed by
+// another gets it. While held, Close is kept from the body, so that a
+// transport that could not connect leaves the body to the next attempt;
+// touched tells whether the attempt read any of it. It is safe for
+// concurrent use.
+type attemptBody struct {
+	io.ReadCloser
+	read atomic.Bool
+
+	mu     sync.Mutex
+	hold   bool // Close waits for letGo
+	closed bool // the transport closed it
+}
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
+	return b.ReadCloser.Read(p)
+}
+
+// Close closes the body once, when no longer held (see letGo).
+func (b *attemptBody) Close() error {
+	b.mu.Lock()
+	again, hold := b.closed, b.hold
+	b.closed = true
+	b.mu.Unlock()
+	if again || hold {
+		return nil
 	}
-	return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	return b.ReadCloser.Close()
+}
+
+// touched reports whether the attempt read the body, a read of nothing
+// included: what it read may have reached the target. A nil b, for a
+// request without body, was never touched.
+func (b *attemptBody) touched() bool {
+	return b != nil && b.read.Load()
+}
+
+// letGo ends the hold once no other attempt follows: a Close the transport
+// made reaches the body now, and one it makes later goes straight through.
+func (b *attemptBody) letGo() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	b.hold = false
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		b.ReadCloser.Close()
+	}
 }
