@@ -230,6 +230,26 @@ func runBlock(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			t.Errorf("other limit: got remaining %d, want 2", got.Remaining)
 		}
 	})
+	// Two limits that reject one request together each start their own
+	// block: the second is not left unblocked because the first rejected.
+	t.Run("both limits reject: each blocks", func(t *testing.T) {
+		t.Parallel()
+		s := open(t)
+		a := mustPolicy(t, ratelimit.Policy{Name: "block-both-a", Algorithm: ratelimit.FixedWindow, Limit: 1, Window: 10 * sec, Block: time.Minute})
+		b := mustPolicy(t, ratelimit.Policy{Name: "block-both-b", Algorithm: ratelimit.TokenBucket, Limit: 1, Window: 10 * sec, Block: 2 * time.Minute})
+		reqs := []ratelimit.Request{{Policy: a, Key: "k"}, {Policy: b, Key: "k"}}
+		decide(t, s, T0, reqs)
+		ds := decide(t, s, T0.Add(sec), reqs)
+		for i, want := range []time.Duration{time.Minute, 2 * time.Minute} {
+			if ds[i].Allowed || ds[i].Blocked || ds[i].RetryAfter != want {
+				t.Errorf("limit %d, first rejection: got %+v, want rejected, not Blocked, RetryAfter %v", i, ds[i], want)
+			}
+			got := peek(t, s, T0.Add(2*sec), reqs[i])
+			if !got.Blocked || got.RetryAfter != want-sec {
+				t.Errorf("limit %d, peek after: got %+v, want Blocked, RetryAfter %v", i, got, want-sec)
+			}
+		}
+	})
 	// count_status and block together: the answers of requests admitted
 	// before the block come back during it. Their units go back, but the
 	// block stands to its end, and then the bucket is as if they had

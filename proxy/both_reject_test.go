@@ -1,0 +1,62 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/metrics"
+)
+
+// TestEveryRejectingLimitCounts: when two limits of a route reject one
+// request, each counts its own result (SPEC §5: one count per limit that
+// decided the request), rejected when it starts its block, blocked while
+// the block lasts; the 429 names the one that lifts last.
+func TestEveryRejectingLimitCounts(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(up.Close)
+	m := metrics.New()
+	srv, _ := newGateway(t, `
+log: {access_log: false}
+policies:
+  short: {algorithm: fixed_window, limit: 1, window: 1h, block: 2h, key: [global]}
+  long: {algorithm: token_bucket, limit: 1, window: 1h, block: 3h, key: [global]}
+routes:
+  - name: login
+    upstream: %s
+    limits: [short, long]
+`, up.URL, m)
+	for i, want := range []struct {
+		code              int
+		rejectedBy        string
+		rejected, blocked [2]float64 // short, long
+	}{
+		{200, "", [2]float64{0, 0}, [2]float64{0, 0}},
+		{429, "long", [2]float64{1, 1}, [2]float64{0, 0}},
+		{429, "long", [2]float64{1, 1}, [2]float64{1, 1}},
+	} {
+		resp, err := testClient.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want.code {
+			t.Fatalf("request %d: got %d, want %d", i, resp.StatusCode, want.code)
+		}
+		if want.rejectedBy != "" && !strings.Contains(string(body), `"policy":"`+want.rejectedBy+`"`) {
+			t.Errorf("request %d: got body %s, want policy %q", i, body, want.rejectedBy)
+		}
+		for j, p := range []string{"short", "long"} {
+			if got := decisionCount(t, m, "login", p, "rejected"); got != want.rejected[j] {
+				t.Errorf("request %d, %s rejected: got %v, want %v", i, p, got, want.rejected[j])
+			}
+			if got := decisionCount(t, m, "login", p, "blocked"); got != want.blocked[j] {
+				t.Errorf("request %d, %s blocked: got %v, want %v", i, p, got, want.blocked[j])
+			}
+		}
+	}
+}
