@@ -826,8 +826,9 @@ func (s *Store) settleLease(now time.Time, r ratelimit.Request, d ratelimit.Deci
 // instance holds. Units other instances hold are not counted.
 func (s *Store) peekLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, error) {
 	key := Key(s.prefix, r)
-	// A look leases nothing, so it names no lease's field.
-	rep, err := s.runLease(ctx, c, r.Policy, key, s.leaseArgs(now, r.Policy, "o:"+s.id, 0, 0, 0, 0, 0, leaseTTL), 0, 0)
+	// A look leases nothing, so it names no lease's field; the empty
+	// field tells the script to write nothing (a Peek makes no bucket).
+	rep, err := s.runLease(ctx, c, r.Policy, key, s.leaseArgs(now, r.Policy, "", 0, 0, 0, 0, 0, leaseTTL), 0, 0)
 	if err != nil {
 		return ratelimit.Decision{}, err
 	}

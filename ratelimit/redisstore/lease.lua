@@ -21,7 +21,7 @@
 --           (fixed_window, sliding_window_counter)
 -- ARGV[11]  token_bucket: units spent since the lease's last call
 -- ARGV[12]  token_bucket: the lease's field, 'o:' .. the instance's id ..
---           '/' .. the lease's
+--           '/' .. the lease's; '' for a look (Peek), which writes nothing
 -- ARGV[13]  token_bucket: how long a grant may be spent, us
 -- ARGV[14]  token_bucket: admitted units refunded (count_status) after
 --           they were reported spent
@@ -114,6 +114,9 @@ end
 -- token_bucket
 local spent = tonumber(ARGV[11])
 local me = ARGV[12]
+-- A look (Peek) computes the reply as any call would but writes nothing:
+-- it makes no bucket, and what it would clean up the next call does.
+local look = me == ''
 local lttl = tonumber(ARGV[13])
 local cap = burst * t
 local h = redis.call('HGETALL', k)
@@ -146,7 +149,7 @@ end
 local maxe = 0
 for _, e in ipairs(fields) do
   if e[3] <= now then
-    redis.call('HDEL', k, e[1])
+    if not look then redis.call('HDEL', k, e[1]) end
     if e[1] == me then mine, mine_e = 0, 0 end
   elseif e[1] ~= me then
     maxe = math.max(maxe, e[3])
@@ -187,16 +190,20 @@ local valid = 0
 if g > 0 then
   mine_e = math.max(mine_e, now + lttl)
 end
-if mine > 0 then
+if look then
+  -- want, back, spent and refunds are 0: nothing to record.
+elseif mine > 0 then
   valid = mine_e - now
   redis.call('HSET', k, me, fmt(mine) .. ' ' .. fmt(mine_e))
   maxe = math.max(maxe, mine_e)
 else
   redis.call('HDEL', k, me)
 end
-redis.call('HSET', k, 'l', fmt(level), 't', fmt(at))
--- Fresh once every lease has expired and the level has refilled.
-redis.call('PEXPIRE', k, ttl(math.max(maxe - now, 0) + (cap - level), slack))
+if not look then
+  redis.call('HSET', k, 'l', fmt(level), 't', fmt(at))
+  -- Fresh once every lease has expired and the level has refilled.
+  redis.call('PEXPIRE', k, ttl(math.max(maxe - now, 0) + (cap - level), slack))
+end
 local retry = 0
 if (g < want or g == 0) and level < t then retry = t - level end
 return {g, now, valid, 0, math.floor(level / t), retry, cap - level}
