@@ -510,11 +510,17 @@ func (d *decoder) prefixes(v val[[]val[string]], path string) []netip.Prefix {
 	return out
 }
 
+// parsePrefix reads an address or CIDR of trusted_proxies or clients:. An
+// IPv4-mapped IPv6 one (::ffff:10.0.0.0/104, ::ffff:10.0.0.1, as
+// dual-stack servers show IPv4 peers) is read as the IPv4 range it maps
+// (10.0.0.0/8, 10.0.0.1/32): client addresses are compared unmapped, so
+// the mapped form would never match.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		if a.Zone() != "" {
 			return netip.Prefix{}, fmt.Errorf("invalid address %q: zones are not allowed", s)
 		}
+		a = a.Unmap()
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
@@ -523,6 +529,9 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	}
 	if p != p.Masked() {
 		return netip.Prefix{}, fmt.Errorf("invalid CIDR %q: host bits are set (did you mean %s?)", s, p.Masked())
+	}
+	if p.Addr().Is4In6() && p.Bits() >= 96 {
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 	}
 	return p, nil
 }
