@@ -228,6 +228,12 @@ func TestJSONScanDepth(t *testing.T) {
 		{"kinds across words", `{"a":` + nested(100, `[{"k":`, "1", `,"z":2}]`) + `,"x":1}`, "x", true, "1"},
 		{"kinds across words, ends swapped", `{"a":` + nested(31, `[{"k":`, nested(1, `[{"k":`, "1", `]}`)+nested(1, `[{"k":`, "1", `,"z":2}]`), `,"z":2}]`) + `,"x":1}`, "x", false, ""},
 		{"only object openings", strings.Repeat(`{"a":`, MaxKeyBody/5), "a", false, ""},
+		// An object that follows another in an array (`},{"`) opens
+		// without the check of the stack's room that others get.
+		{"objects in turn at the bound", nested(maxDepth-1, "[", `{"a":1},{"b":2},{"c":3}`, "]"), "x", true, ""},
+		{"objects in turn past the bound", nested(maxDepth, "[", `{"a":1},{"b":2}`, "]"), "x", false, ""},
+		{"objects in turn off the path at the bound", `{"a":` + nested(maxDepth-2, "[", `{"a":1},{"b":2},{"c":3}`, "]") + `,"x":1}`, "x", true, "1"},
+		{"objects in turn off the path past the bound", `{"a":` + nested(maxDepth-1, "[", `{"a":1},{"b":2}`, "]") + `,"x":1}`, "x", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -238,6 +244,25 @@ func TestJSONScanDepth(t *testing.T) {
 			}
 			checkAgainstOracle(t, []byte(tc.body), path)
 		})
+	}
+}
+
+// TestJSONScanObjectsInTurn: the skipper opens an object that follows
+// another in an array at once; at every depth around the words of its
+// stack, after each kind of value, objects and arrays still close in
+// order and the depth bound holds.
+func TestJSONScanObjectsInTurn(t *testing.T) {
+	t.Parallel()
+	path := splitPath("x")
+	for depth := 0; depth < 200; depth++ {
+		for _, inner := range []string{
+			`{"a":1},{"b":"c"},{"d":[{}]},{"e":{"f":2}}`,
+			`{"a":1},{"b":2}]`, `{"a":1},{"b":2}}`, `{"a":1},{}`, `{"a":1},{,`, `{"a":1},{"`,
+			`{"a":[1]},{"b":2},[3],{"c":4}`, `[{"a":1},{"b":2}],{"c":3}`,
+		} {
+			body := `{"a":` + strings.Repeat("[", depth) + inner + strings.Repeat("]", depth) + `,"x":1}`
+			checkAgainstOracle(t, []byte(body), path)
+		}
 	}
 }
 

@@ -25,7 +25,10 @@ func (s *scanner) skipValue(pos, depth int) int {
 	if c := s.b[pos]; c != '{' && c != '[' {
 		return scanScalar(s.b, pos)
 	}
-	v := skipper{b: s.b, pos: pos, limit: maxDepth - depth}
+	// Set field by field: a composite literal is built in a temporary
+	// and copied.
+	var v skipper
+	v.b, v.pos, v.limit = s.b, pos, maxDepth-depth
 	v.floor = nearFloor(v.limit)
 	v.near = v.floor
 	for {
@@ -382,6 +385,22 @@ closed: // The innermost container closed just before pos.
 		v.resume = atAfter
 		return stopPop
 	}
+	if near&1 != 0 {
+		goto objAfter
+	}
+	// In an array, the next element is most often an object whose first
+	// name follows at once. A container has just closed, so near has room
+	// for the one that opens (its top bit is clear, which openObject
+	// checks).
+	if pos+3 <= uint(len(b)) {
+		if q := b[pos : pos+3]; q[0] == ',' && q[1] == '{' && q[2] == '"' {
+			near = near<<1 | 1
+			pos += 3
+			goto name
+		}
+	}
+	goto arrAfter
+
 after: // A value ends at pos, in the container near tells.
 	if near&1 != 0 {
 		goto objAfter
