@@ -137,15 +137,47 @@ func (s *scanner) member(pos int, want []byte, seen bool) (int, bool, scanStatus
 	if pos >= len(b) || b[pos] != '"' {
 		return 0, false, scanInvalid
 	}
-	end, esc := scanString(b, pos+1)
-	if end < 0 {
-		return 0, false, scanInvalid
+	pos++
+	var sel bool
+	// Most names are short plain ASCII: when the lowest mark of
+	// stringSpecial in the word at the name's start is a quote, the bytes
+	// before it are the whole name, printable ASCII without escapes.
+	if len(b)-pos >= 8 {
+		w := binary.LittleEndian.Uint64(b[pos:])
+		if m := stringSpecial(w); m != 0 {
+			n := bits.TrailingZeros64(m) >> 3
+			if byte(w>>(n*8)) == '"' {
+				// Such a name equals want in any letter case byte for
+				// byte, as bytes.EqualFold compares ASCII, except that a
+				// rune of want beyond ASCII may fold to an ASCII one (the
+				// Kelvin sign to "k"): longer in bytes than the letter it
+				// matches, so only a longer want needs bytes.EqualFold,
+				// and at equal lengths a byte beyond ASCII matches
+				// nothing.
+				name := b[pos : pos+n]
+				pos += n + 1
+				if n == len(want) {
+					sel = equalFoldASCII(name, want)
+				} else if n < len(want) {
+					sel = bytes.EqualFold(name, want)
+				}
+				goto nameRead
+			}
+		}
 	}
-	sel := matchName(b[pos+1:end-1], esc, want)
+	{
+		end, esc := scanString(b, pos)
+		if end < 0 {
+			return 0, false, scanInvalid
+		}
+		sel = matchName(b[pos:end-1], esc, want)
+		pos = end
+	}
+nameRead:
 	if sel && seen {
 		return 0, false, scanDuplicate
 	}
-	pos = skipSpace(b, end)
+	pos = skipSpace(b, pos)
 	if pos >= len(b) || b[pos] != ':' {
 		return 0, false, scanInvalid
 	}
@@ -166,6 +198,20 @@ func matchName(name []byte, esc bool, want []byte) bool {
 	var buf [128]byte
 	u, ok := appendUnquoted(buf[:0], name, 4*len(want))
 	return ok && bytes.EqualFold(u, want)
+}
+
+// equalFoldASCII reports whether the ASCII name and want, of the same
+// length, are equal in any letter case. A byte of want beyond ASCII
+// matches no byte of name.
+func equalFoldASCII(name, want []byte) bool {
+	for i, c := range name {
+		// c and d differ only in bit 5 and c is a letter: one is the
+		// other's upper case.
+		if d := want[i]; c != d && (c^d != 0x20 || (c|0x20)-'a' > 'z'-'a') {
+			return false
+		}
+	}
+	return true
 }
 
 // arrayIndex is the array index a path element names, as strconv.Atoi

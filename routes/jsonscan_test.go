@@ -266,6 +266,46 @@ func TestJSONScanObjectsInTurn(t *testing.T) {
 	}
 }
 
+// TestJSONScanPathNames: the names of the objects on the path, short
+// and plain or not, match in any letter case, Unicode's simple folding
+// included, at every length around a word's 8 bytes.
+func TestJSONScanPathNames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ body, path, want string }{
+		{`{"key":"a"}`, "KEY", "a"},
+		{`{"kEy":"a"}`, "Key", "a"},
+		{`{"key":"a"}`, "Key", "a"}, // the Kelvin sign folds to k
+		{`{"Ks":"a"}`, "kſ", "a"},   // and the long s to s
+		{`{"key":"a","Key":"b"}`, "KEY", ""},
+		{`{"kez":"a"}`, "Key", ""},
+		{`{"abc":"a"}`, "K", ""}, // as long as the name, but not it
+		{`{"k":"a"}`, "K", "a"},
+		{`{"k@":"a"}`, "K`", ""}, // @ and ` differ in bit 5 but are no letters
+		{`{"[":"a"}`, "{", ""},
+		{`{"":"a"}`, "", "a"},
+	} {
+		path := splitPath(tc.path)
+		got, valid, dup := scanField(nil, []byte(tc.body), path)
+		if !valid && !dup || string(got) != tc.want {
+			t.Errorf("body %q, path %q: got %q valid=%v dup=%v, want %q", tc.body, tc.path, got, valid, dup, tc.want)
+		}
+		checkAgainstOracle(t, []byte(tc.body), path)
+	}
+	for n := 0; n < 20; n++ {
+		name := strings.Repeat("n", n)
+		for _, want := range []string{name, strings.ToUpper(name), name + "x", strings.TrimSuffix(name, "n")} {
+			for _, body := range []string{
+				`{"` + name + `":"v"}`,
+				`{"` + name + `":"v","` + name + `":"w"}`,
+				`{"a":1,"` + name + `" : {"` + name + `":2}}`,
+				`{"` + name + `":1}`, // the name's end in the last 8 bytes
+			} {
+				checkAgainstOracle(t, []byte(body), splitPath(want))
+			}
+		}
+	}
+}
+
 // TestArrayIndex: a path element indexes an array exactly when
 // strconv.Atoi reads it as a number >= 0.
 func TestArrayIndex(t *testing.T) {
