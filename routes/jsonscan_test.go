@@ -233,6 +233,10 @@ func TestJSONScanDepth(t *testing.T) {
 		{"objects in turn at the bound", nested(maxDepth-1, "[", `{"a":1},{"b":2},{"c":3}`, "]"), "x", true, ""},
 		{"objects in turn past the bound", nested(maxDepth, "[", `{"a":1},{"b":2}`, "]"), "x", false, ""},
 		{"objects in turn off the path at the bound", `{"a":` + nested(maxDepth-2, "[", `{"a":1},{"b":2},{"c":3}`, "]") + `,"x":1}`, "x", true, "1"},
+		// The first of them is skipped alone, with fewer levels left than
+		// the skipper's word holds: the next is on the path.
+		{"objects in turn deep on the path", nested(maxDepth-10, "[", `{"a":1},{"b":2}`, "]"), zeros(maxDepth-11) + ".1.b", true, "2"},
+		{"objects in turn deep on the path, strings", nested(maxDepth-10, "[", `{"a":"1"},{"b":2}`, "]"), zeros(maxDepth-11) + ".1.b", true, "2"},
 		{"objects in turn off the path past the bound", `{"a":` + nested(maxDepth-1, "[", `{"a":1},{"b":2}`, "]") + `,"x":1}`, "x", false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -257,11 +261,16 @@ func TestJSONScanObjectsInTurn(t *testing.T) {
 	for depth := 0; depth < 200; depth++ {
 		for _, inner := range []string{
 			`{"a":1},{"b":"c"},{"d":[{}]},{"e":{"f":2}}`,
-			`{"a":1},{"b":2}]`, `{"a":1},{"b":2}}`, `{"a":1},{}`, `{"a":1},{,`, `{"a":1},{"`,
+			`{"a":1},{"b":2}`, `{"a":1},{"b":2}]`, `{"a":1},{"b":2}}`, `{"a":1},{}`, `{"a":1},{,`, `{"a":1},{"`,
 			`{"a":[1]},{"b":2},[3],{"c":4}`, `[{"a":1},{"b":2}],{"c":3}`,
 		} {
-			body := `{"a":` + strings.Repeat("[", depth) + inner + strings.Repeat("]", depth) + `,"x":1}`
-			checkAgainstOracle(t, []byte(body), path)
+			for _, body := range []string{
+				`{"a":` + strings.Repeat("[", depth) + inner + strings.Repeat("]", depth) + `,"x":1}`,
+				// In an object instead, the object that follows is invalid.
+				`{"a":` + strings.Repeat("[", depth) + `{"p":` + inner + `}` + strings.Repeat("]", depth) + `,"x":1}`,
+			} {
+				checkAgainstOracle(t, []byte(body), path)
+			}
 		}
 	}
 }

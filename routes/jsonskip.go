@@ -280,6 +280,15 @@ objValueByte: // A member's value starts at pos, where c is.
 			goto member
 		}
 		if c == '}' {
+			// Most often the object is one of an array's, and the next
+			// follows at once: then near stays as it is. Bit 1 of near
+			// is the array, unless it is the floor (the object is the
+			// value skipValue was given).
+			if near&2 == 0 && near>>1 != v.floor && pos+4 <= uint(len(b)) &&
+				binary.LittleEndian.Uint32(b[pos:pos+4]) == '}'|','<<8|'{'<<16|'"'<<24 {
+				pos += 4
+				goto name
+			}
 			pos++
 			goto closed
 		}
