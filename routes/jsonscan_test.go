@@ -275,6 +275,38 @@ func TestJSONScanObjectsInTurn(t *testing.T) {
 	}
 }
 
+// TestJSONScanRepeatedNames: the skipper takes a name that an earlier
+// object had at the same place from the bytes alone, so each object after
+// the first has a name that differs from the one before it in a byte, at
+// each place of the name, its quote and colon, by a byte of each kind,
+// or equals it but for what follows the colon.
+func TestJSONScanRepeatedNames(t *testing.T) {
+	t.Parallel()
+	path := splitPath("x")
+	for n := 0; n <= 9; n++ {
+		name := strings.Repeat("n", n)
+		first := `{"a":0,"` + name + `":1}`
+		var nexts []string
+		for i := 0; i <= n+1; i++ {
+			for _, c := range []string{"m", `"`, `"`, `\`, `n`, "", "ÿ", "é", " ", ":"} {
+				other := name + `":`
+				other = other[:i] + c + other[i+1:]
+				nexts = append(nexts, `{"a":0,"`+other+`1}`)
+			}
+		}
+		nexts = append(nexts, `{"a":0,"`+name+`":"s"}`, `{"a":0,"`+name+`" :1}`, `{"a":0,"`+name+`"`, `{"a":0,"`+name+`":`, `{"a":0,"`+name+`"}`)
+		for _, next := range nexts {
+			for _, body := range []string{
+				`{"x":1,"a":[` + first + `,` + next + `]}`,
+				`{"x":1,"a":[` + first + `,` + first + `,` + next + `,` + first + `]}`,
+				`{"x":1,"a":[{"o":` + first + `},{"o":` + next + `}]}`,
+			} {
+				checkAgainstOracle(t, []byte(body), path)
+			}
+		}
+	}
+}
+
 // TestJSONScanPathNames: the names of the objects on the path, short
 // and plain or not, match in any letter case, Unicode's simple folding
 // included, at every length around a word's 8 bytes.

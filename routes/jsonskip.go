@@ -31,6 +31,7 @@ func (s *scanner) skipValue(pos, depth int) int {
 	v.b, v.pos, v.limit = s.b, pos, maxDepth-depth
 	v.floor = nearFloor(v.limit)
 	v.near = v.floor
+	v.names.rests = [8]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)} // all empty
 	for {
 		switch v.run() {
 		case stopDone:
@@ -104,6 +105,25 @@ type skipper struct {
 	spilled int // containers open below those in near, kept by skipValue
 	limit   int // the most that may be open in the value
 	resume  skipResume
+	names   nameCache
+}
+
+// nameCache keeps, for the first 8 places of a member in an object, the
+// last name that run read there in one word: the 8 bytes w it read from
+// inside the name, which held the rest of the name, its quote and a
+// colon. The bytes after the colon are set in rests and in words, so that
+// w|rests[i] == words[i] says that w starts with the same bytes. An empty
+// entry, all bits set in rests and none in words, matches nothing.
+//
+// A match needs no look at the bytes: they are those of an earlier name,
+// where stringSpecial found that the ones before the quote stand for
+// themselves, so again they are the rest of a name, its end and a colon,
+// whatever object they are in. The place only chooses which name to
+// compare with, so that those of records in an array, the same names in
+// the same order, find theirs.
+type nameCache struct {
+	words, rests [8]uint64
+	lens         [8]uint8 // how many bytes words[i] has up to the colon's end
 }
 
 // skipStop is why skipper.run stopped: done, invalid, or a step it leaves
@@ -148,6 +168,7 @@ func (v *skipper) run() skipStop {
 	var stop skipStop
 	var w uint64 // the 8 bytes of a string from pos
 	var t uint   // where in w the byte is that ends it or needs a look (see objStr)
+	var k uint   // the place in its object of the member whose name is next, as far as known (see nameCache)
 
 	switch v.resume {
 	case atAfter:
@@ -286,6 +307,7 @@ objValueByte: // A member's value starts at pos, where c is.
 			// value skipValue was given).
 			if near&2 == 0 && near>>1 != v.floor && pos+4 <= uint(len(b)) &&
 				binary.LittleEndian.Uint32(b[pos:pos+4]) == '}'|','<<8|'{'<<16|'"'<<24 {
+				k = 0
 				pos += 4
 				goto name
 			}
@@ -357,6 +379,7 @@ openObject: // An object opens at pos.
 		goto exit
 	}
 	near = near<<1 | 1
+	k = 0
 	if pos++; pos < uint(len(b)) && b[pos] == '"' {
 		pos++
 		goto name
@@ -404,6 +427,7 @@ closed: // The innermost container closed just before pos.
 	if pos+3 <= uint(len(b)) {
 		if q := b[pos : pos+3]; q[0] == ',' && q[1] == '{' && q[2] == '"' {
 			near = near<<1 | 1
+			k = 0
 			pos += 3
 			goto name
 		}
@@ -442,11 +466,26 @@ name: // The rest of a member name starts at pos.
 		goto exit
 	}
 	w = binary.LittleEndian.Uint64(b[pos : pos+8])
+	// Objects in an array most often have the same names in the same
+	// order: when these bytes are those of the name last read at this
+	// place, they are again the rest of a name and a colon (see
+	// nameCache).
+	if e := k & 7; w|v.names.rests[e] == v.names.words[e] {
+		pos += uint(v.names.lens[e])
+		k++
+		goto objValue
+	}
 	if m := stringSpecial(w); m != 0 {
 		t = uint(bits.TrailingZeros64(m))
 		pos += t >> 3
 		t &= 56
 		if uint16(w>>t) == '"'|':'<<8 {
+			// Keep the bytes up to the colon for the next object. A
+			// shift by 64 (t is 48, the colon in the last byte) keeps
+			// them all.
+			e, rest := k&7, ^uint64(0)<<(t+16)
+			v.names.words[e], v.names.rests[e], v.names.lens[e] = w|rest, rest, uint8(t>>3+2)
+			k++
 			pos += 2
 			goto objValue
 		}
