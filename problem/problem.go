@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/plainbytes"
 )
 
 // Details is a problem body. Type is "about:blank" unless set; Title
@@ -117,6 +119,7 @@ func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		i += plainbytes.JSONHTML(s[i:])
 		for i < len(s) && htmlSafe[s[i]] {
 			i++
 		}

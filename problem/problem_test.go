@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -46,6 +47,13 @@ func TestAppendMatchesEncodingJSON(t *testing.T) {
 	t.Parallel()
 	strs := []string{"", "plain", `quote " and \ backslash`, "<script>&amp;</script>", "tab\tnl\nret\rbs\bff\f",
 		"\x00\x01\x1f\x7f", "ünïcødé ✓ 𝄞", "bad \xff utf-8 \xc3", "line\u2028para\u2029", "rate limit otp#1 of route otp exceeded: 5 requests per 10m0s; retry in 3 s"}
+	// AppendString skips plain bytes eight at a time: put each kind of
+	// byte it must stop at at every place of the first blocks.
+	for k := range 18 {
+		for _, c := range []string{`"`, `\`, "<", ">", "&", "\x00", "\x1f", "\x7f", "é", "\xff", "\u2028"} {
+			strs = append(strs, strings.Repeat("x", k)+c+strings.Repeat("y", 17-k))
+		}
+	}
 	for _, s := range strs {
 		for _, p := range []Details{
 			{Status: 429, Detail: s, Policy: s, RetryAfter: 7},

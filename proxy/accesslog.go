@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/internal/plainbytes"
 )
 
 // accessLine is what one access log line records.
@@ -207,6 +209,7 @@ func appendLogString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		i += plainbytes.JSON(s[i:])
 		for i < len(s) && logSafe[s[i]] {
 			i++
 		}

@@ -28,6 +28,10 @@ func TestAccessLineMatchesSlog(t *testing.T) {
 			accessLine{at: at, route: "otp", status: 429, duration: 40 * time.Microsecond}, "/v1/otp"},
 		{"everything", exchange{id: odd, client: netip.MustParseAddr("192.0.2.1"), upstream: "u:1", waited: 1500 * time.Millisecond, upstreamErr: errors.New(odd), bodyErr: errors.New("body " + odd), keys: []string{}},
 			accessLine{at: at.Add(-123 * time.Millisecond), route: odd, status: 502, duration: 3 * time.Second}, "/" + odd},
+		// The escaper skips plain bytes eight at a time: odd bytes
+		// after whole blocks of plain ones.
+		{"long", exchange{id: "0123456789abcdef0123456789abcdef", client: netip.MustParseAddr("127.0.0.1"), rejectedBy: "a-long-policy-name\x01", keys: []string{"01234567" + odd, "0123456789abcdef\xff", "01234567\u2028"}},
+			accessLine{at: at, route: "a-route-named-at-length\"", status: 429}, "/a/path/of/some/length/" + odd},
 		{"zero", exchange{}, accessLine{at: time.Unix(0, 0).UTC(), status: 499}, "/"},
 		// netip takes any bytes as a zone; the line stays JSON.
 		{"zoned client", exchange{id: "z", client: netip.MustParseAddr(`fe80::1%x","route":"forged`)},
