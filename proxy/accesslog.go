@@ -38,7 +38,7 @@ func (g *Gateway) logAccess(r *http.Request, ex *exchange, l accessLine) {
 	bp := lineBuffers.Get().(*[]byte)
 	b := (*bp)[:0]
 	b = append(b, `{"time":"`...)
-	b = l.at.AppendFormat(b, time.RFC3339Nano)
+	b = appendTime(b, l.at)
 	b = append(b, `","level":"INFO","msg":"request","request_id":`...)
 	b = appendLogString(b, ex.id)
 	b = append(b, `,"route":`...)
@@ -159,6 +159,73 @@ func (g *Gateway) logAccessSlog(r *http.Request, ex *exchange, l accessLine) {
 func appendMillis(b []byte, d time.Duration) []byte {
 	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', -1, 64)
 }
+
+// appendTime appends t as t.AppendFormat(b, time.RFC3339Nano) does, in
+// about a third of its instructions: AppendFormat writes each number
+// through a general padding routine.
+func appendTime(b []byte, t time.Time) []byte {
+	_, offset := t.Zone()
+	zone := offset / 60 // in minutes, as RFC 3339 has it
+	local := t.UTC().Add(time.Duration(offset) * time.Second)
+	year, month, day := local.Date()
+	if year < 0 || year > 9999 || zone <= -100*60 || zone >= 100*60 {
+		return t.AppendFormat(b, time.RFC3339Nano) // more digits than below
+	}
+	hour, minute, sec := local.Clock()
+	b = append2(b, year/100)
+	b = append2(b, year%100)
+	b = append(b, '-')
+	b = append2(b, int(month))
+	b = append(b, '-')
+	b = append2(b, day)
+	b = append(b, 'T')
+	b = append2(b, hour)
+	b = append(b, ':')
+	b = append2(b, minute)
+	b = append(b, ':')
+	b = append2(b, sec)
+	if ns := t.Nanosecond(); ns != 0 {
+		// Nine digits without their trailing zeros.
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 8; i > 1; i -= 2 {
+			d := ns % 100
+			frac[i], frac[i+1] = twoDigits[2*d], twoDigits[2*d+1]
+			ns /= 100
+		}
+		frac[1] = byte('0' + ns)
+		n := 10
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	if offset == 0 {
+		return append(b, 'Z')
+	}
+	if zone < 0 {
+		b = append(b, '-')
+		zone = -zone
+	} else {
+		b = append(b, '+')
+	}
+	b = append2(b, zone/60)
+	b = append(b, ':')
+	return append2(b, zone%60)
+}
+
+// append2 appends n, from 0 to 99, in two digits.
+func append2(b []byte, n int) []byte {
+	return append(b, twoDigits[2*n], twoDigits[2*n+1])
+}
+
+// twoDigits holds "00" to "99" one after the other.
+var twoDigits = func() (t [200]byte) {
+	for n := range 100 {
+		t[2*n], t[2*n+1] = byte('0'+n/10), byte('0'+n%10)
+	}
+	return t
+}()
 
 const hexDigits = "0123456789abcdef"
 

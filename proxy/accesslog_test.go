@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
+	"math/rand/v2"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
@@ -60,5 +61,34 @@ func TestAccessLineFollowsLogLevel(t *testing.T) {
 	(&Gateway{log: log, access: &out}).logAccess(r, &exchange{}, accessLine{status: 200})
 	if out.Len() != 0 {
 		t.Errorf("at level warn: got %q, want no access line", out.String())
+	}
+}
+
+// TestAppendTimeMatchesAppendFormat holds the access line's time to what
+// AppendFormat writes for RFC 3339 with nanoseconds (as slog does).
+func TestAppendTimeMatchesAppendFormat(t *testing.T) {
+	t.Parallel()
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("A", 5400), time.FixedZone("B", -3*3600-1),
+		time.FixedZone("C", 59), time.FixedZone("D", -59), time.FixedZone("E", 99*3600+59*60), time.FixedZone("F", -100*3600)}
+	if ny, err := time.LoadLocation("America/New_York"); err == nil {
+		zones = append(zones, ny)
+	}
+	times := []time.Time{time.Unix(0, 0), time.Unix(0, 1), time.Unix(1, 100), time.Unix(-1, 999999999),
+		time.Date(2026, 3, 8, 6, 59, 59, 120000000, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 12, 31, 23, 0, 0, 5, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Now()}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		times = append(times, time.Unix(rnd.Int64N(400*365*86400)-100*365*86400, rnd.Int64N(1e9)))
+		times = append(times, time.Unix(rnd.Int64N(2e9), rnd.Int64N(1000)*1e6))
+	}
+	for _, at := range times {
+		for _, z := range zones {
+			at := at.In(z)
+			want := at.AppendFormat(nil, time.RFC3339Nano)
+			if got := appendTime(nil, at); !bytes.Equal(got, want) {
+				t.Fatalf("appendTime(%v): got %s, want %s", at, got, want)
+			}
+		}
 	}
 }
