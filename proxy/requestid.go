@@ -1,9 +1,6 @@
 package proxy
 
-import (
-	"encoding/hex"
-	"math/rand/v2"
-)
+import "math/rand/v2"
 
 // maxRequestIDLen bounds a client-sent X-Request-Id; a longer or unprintable
 // one is replaced, so logs and upstreams never carry arbitrary blobs.
@@ -25,11 +22,17 @@ func validRequestID(id string) bool {
 // newRequestID returns 128 random bits in hex. It needs no cryptographic
 // strength: it names a request in logs, it guards nothing.
 func newRequestID() string {
-	var b [16]byte
-	hi, lo := rand.Uint64(), rand.Uint64()
+	return requestID(rand.Uint64(), rand.Uint64())
+}
+
+// requestID writes hi and lo in hex, each lowest byte first: the bytes
+// of hi, then those of lo, as hex.EncodeToString would write them.
+func requestID(hi, lo uint64) string {
+	var b [32]byte
 	for i := range 8 {
-		b[i] = byte(hi >> (8 * i))
-		b[8+i] = byte(lo >> (8 * i))
+		h, l := byte(hi>>(8*i)), byte(lo>>(8*i))
+		b[2*i], b[2*i+1] = hexDigits[h>>4], hexDigits[h&0xf]
+		b[16+2*i], b[17+2*i] = hexDigits[l>>4], hexDigits[l&0xf]
 	}
-	return hex.EncodeToString(b[:])
+	return string(b[:])
 }

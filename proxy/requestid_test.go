@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -80,6 +82,20 @@ func TestClientRequestIDBounds(t *testing.T) {
 		}
 		if !tc.kept && (len(got) != 32 || strings.Trim(got, "0123456789abcdef") != "") {
 			t.Errorf("%s: got %q, want a generated id of 32 hex digits", tc.name, got)
+		}
+	}
+}
+
+// TestRequestIDIsHex holds the request ID to the hex of its random
+// bytes as encoding/hex writes them.
+func TestRequestIDIsHex(t *testing.T) {
+	t.Parallel()
+	for _, tc := range [][2]uint64{{0, 0}, {1, 2}, {0x0123456789abcdef, 0xfedcba9876543210}, {^uint64(0), 0x8000000000000001}} {
+		var b [16]byte
+		binary.LittleEndian.PutUint64(b[:8], tc[0])
+		binary.LittleEndian.PutUint64(b[8:], tc[1])
+		if got, want := requestID(tc[0], tc[1]), hex.EncodeToString(b[:]); got != want {
+			t.Errorf("requestID(%#x, %#x): got %s, want %s", tc[0], tc[1], got, want)
 		}
 	}
 }

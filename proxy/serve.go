@@ -129,7 +129,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Routes, keys and the upstream all see the canonical request.
 	var err error
 	ex.client, ex.trusted, err = s.trust.canonicalize(r)
-	ex.id = r.Header.Get(hRequestID)
+	if v := r.Header[hRequestID]; len(v) > 0 {
+		ex.id = v[0] // as Header.Get, without canonicalizing a canonical name
+	}
 	if !validRequestID(ex.id) {
 		ex.id = newRequestID()
 	}
