@@ -58,16 +58,23 @@ var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 func Write(w http.ResponseWriter, p Details) {
 	bp := bodies.Get().(*[]byte)
 	body := append(Append((*bp)[:0], p), '\n')
+	WriteBody(w, p.Status, body)
+	*bp = body
+	bodies.Put(bp)
+}
+
+// WriteBody sends body, a problem as Append writes it and a newline, with
+// status and the fields Write sets. It is Write for a caller that built
+// the body itself.
+func WriteBody(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
 	h["Content-Type"] = contentType
 	h["Content-Length"] = contentLength(len(body))
 	h["Cache-Control"] = cacheControl
 	h["X-Content-Type-Options"] = nosniff
 	delete(h, "Content-Encoding")
-	w.WriteHeader(p.Status)
+	w.WriteHeader(status)
 	w.Write(body)
-	*bp = body
-	bodies.Put(bp)
 }
 
 // Error writes a problem of the given status with a human-readable detail.

@@ -88,7 +88,8 @@ type route struct {
 	visible      []int          // indexes of non-shadow limits
 	quoted       []string       // each limit's policy name as a Structured Field string
 	policyHeader []string
-	refunds      bool // some limit has count_status
+	refunds      bool           // some limit has count_status
+	rejected     []rejectedBody // each limit's 429 body
 }
 
 // New returns a Gateway with no configuration; Load one before serving.
@@ -167,6 +168,7 @@ func (g *Gateway) compileRoute(r *routes.Route) *route {
 			rt.refunds = true
 		}
 		rt.quoted = append(rt.quoted, sfString(p.Name))
+		rt.rejected = append(rt.rejected, newRejectedBody(r.Name, p))
 		if p.Algorithm == ratelimit.LeakyBucket {
 			rt.leaky = i
 			rt.queue = g.metrics.Queue(p.Name)

@@ -5,6 +5,10 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/problem"
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // TestRejectionBytes pins the 429 answer of SPEC section 4 to the byte:
@@ -40,5 +44,32 @@ func TestRejectionBytes(t *testing.T) {
 	}
 	if id := rec.Header().Get("X-Request-Id"); len(id) != 32 {
 		t.Errorf("X-Request-Id: got %q, want 32 hex digits", id)
+	}
+}
+
+// TestRejectedBodyMatchesProblem holds the 429 body built from a limit's
+// cut body to problem.Write's of the same detail, for names that need
+// escaping, windows of every unit and both kinds of rejection.
+func TestRejectedBodyMatchesProblem(t *testing.T) {
+	t.Parallel()
+	names := []string{"otp#1", `q"uote\ <&>`, "tab\tctl\x01", "bad\xff utf-8 \xc3", "sep\u2028 ✓ 𝄞", "", "0"}
+	windows := []time.Duration{time.Second, 90 * time.Second, time.Hour, 1500 * time.Millisecond, 250 * time.Microsecond, 24 * time.Hour}
+	for _, route := range names {
+		for _, name := range names {
+			for _, window := range windows {
+				p := &ratelimit.Policy{Name: name, Limit: 5, Window: window}
+				rb := newRejectedBody(route, p)
+				for _, blocked := range []bool{false, true} {
+					for _, retry := range []int64{1, 9, 10, 3600, 86400} {
+						want := httptest.NewRecorder()
+						problem.Write(want, tooManyProblem(route, name, p, blocked, retry))
+						got := rb.append(nil, blocked, strconv.FormatInt(retry, 10))
+						if string(got) != want.Body.String() {
+							t.Fatalf("route %q, policy %q, window %v, blocked %v, retry %d:\n got %s\nwant %s", route, name, window, blocked, retry, got, want.Body.String())
+						}
+					}
+				}
+			}
+		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"sync"
 	"time"
 
@@ -312,7 +311,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 			}
 			rt.metrics.Decision(i, res)
 		}
-		g.tooMany(w, rt, rt.r.Limits[reject].Policy.Name, reqs[reject].Policy, ds[reject], ex)
+		g.tooMany(w, rt, reject, reqs[reject].Policy, ds[reject], ex)
 		return s, rt, false
 	}
 	rt.countAdmitted(reqs, ds, m)
@@ -359,39 +358,6 @@ func decisionsFor(n int) *decisions {
 func (dc *decisions) release() {
 	clear(dc.reqs) // drop the policy pointers and key strings
 	decisionPool.Put(dc)
-}
-
-// tooMany answers 429 for the limit p, called name, that rejected the
-// request; p is the policy it applied (an override's, or its own).
-func (g *Gateway) tooMany(w http.ResponseWriter, rt *route, name string, p *ratelimit.Policy, d ratelimit.Decision, ex *exchange) {
-	ex.rejectedBy = name
-	retry := max(seconds(d.RetryAfter), 1)
-	h := w.Header()
-	ex.retryValue[0] = strconv.FormatInt(retry, 10)
-	h[hRetryAfter] = ex.retryValue[:]
-	h[hXRateLimitRetry] = ex.retryValue[:]
-	var buf [256]byte
-	b := append(buf[:0], "rate limit "...)
-	b = append(b, name...)
-	b = append(b, " of route "...)
-	b = append(b, rt.r.Name...)
-	if d.Blocked {
-		b = append(b, " is blocking this client after too many requests"...)
-	} else {
-		b = append(b, " exceeded: "...)
-		b = strconv.AppendInt(b, p.Limit, 10)
-		b = append(b, " requests per "...)
-		b = append(b, p.Window.String()...)
-	}
-	b = append(b, "; retry in "...)
-	b = strconv.AppendInt(b, retry, 10)
-	b = append(b, " s"...)
-	problem.Write(w, problem.Details{
-		Status:     http.StatusTooManyRequests,
-		Detail:     string(b),
-		Policy:     name,
-		RetryAfter: retry,
-	})
 }
 
 // wait holds an admitted request in its leaky-bucket queue until it may
