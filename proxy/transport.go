@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/sluicehq/sluice/internal/plainbytes"
 )
 
 // Transport is the RoundTripper every route shares. It is safe for
@@ -210,7 +212,9 @@ func direct(req *http.Request) bool {
 			return false
 		}
 		for _, v := range vv {
-			if !httpguts.ValidHeaderFieldValue(v) {
+			// Most of a value is plain; only what follows is checked
+			// byte by byte.
+			if !httpguts.ValidHeaderFieldValue(v[plainbytes.FieldValue(v):]) {
 				return false
 			}
 		}

@@ -759,3 +759,24 @@ func fillPool(t *testing.T, tr *Transport, url string, n int) {
 		resp.Body.Close()
 	}
 }
+
+// TestDirectChecksEveryFieldValue puts a byte that makes a field value
+// invalid, or one that does not, at every place of a value's first blocks
+// of eight: the direct path takes only a request http.Transport would
+// send (httpguts.ValidHeaderFieldValue).
+func TestDirectChecksEveryFieldValue(t *testing.T) {
+	t.Parallel()
+	for k := range 18 {
+		for _, tc := range []struct {
+			b    string
+			want bool
+		}{{"\r", false}, {"\n", false}, {"\x00", false}, {"\x1f", false}, {"\x7f", false}, {"\t", true}, {"é", true}, {"\xff", true}, {" ", true}} {
+			v := strings.Repeat("v", k) + tc.b + strings.Repeat("w", 17-k)
+			r, _ := http.NewRequest("GET", "http://127.0.0.1:1/", nil)
+			r.Header["X-Value"] = []string{"plain", v}
+			if got := direct(r); got != tc.want && canPeek {
+				t.Errorf("value %q: got direct %v, want %v", v, got, tc.want)
+			}
+		}
+	}
+}

@@ -13,12 +13,19 @@ func plain(c byte, html bool) bool {
 	return !html || c != '<' && c != '>' && c != '&'
 }
 
-// want is the longest run of whole 8-byte blocks of plain bytes.
-func want(s string, html bool) int {
+// fieldByte is what FieldValue stands for: no control character.
+func fieldByte(c byte) bool { return c >= 0x20 && c != 0x7f }
+
+func jsonByte(c byte) bool { return plain(c, false) }
+func htmlByte(c byte) bool { return plain(c, true) }
+
+// want is the longest run of whole 8-byte blocks of bytes for which ok
+// holds.
+func want(s string, ok func(byte) bool) int {
 	n := 0
 	for n+8 <= len(s) {
 		for _, c := range []byte(s[n : n+8]) {
-			if !plain(c, html) {
+			if !ok(c) {
 				return n
 			}
 		}
@@ -27,26 +34,28 @@ func want(s string, html bool) int {
 	return n
 }
 
-// TestJSON puts every byte value at every place of strings of plain
-// bytes of several lengths.
-func TestJSON(t *testing.T) {
+// TestPrefixes puts every byte value at every place of strings of one
+// byte repeated, of several lengths.
+func TestPrefixes(t *testing.T) {
 	t.Parallel()
-	for _, fill := range []byte{'a', ' ', '~', '/', '0'} {
+	for _, fill := range []byte{'a', ' ', '~', '/', '0', 0x80, 0xc3, 0xff} {
 		for n := 0; n <= 25; n++ {
-			base := strings.Repeat(string(fill), n)
-			if got := JSON(base); got != n/8*8 {
-				t.Fatalf("JSON(%q) = %d, want %d", base, got, n/8*8)
-			}
-			for at := 0; at < n; at++ {
+			base := strings.Repeat(string([]byte{fill}), n)
+			for at := -1; at < n; at++ {
 				for c := 0; c < 256; c++ {
 					b := []byte(base)
-					b[at] = byte(c)
+					if at >= 0 {
+						b[at] = byte(c)
+					}
 					s := string(b)
-					if got, w := JSON(s), want(s, false); got != w {
+					if got, w := JSON(s), want(s, jsonByte); got != w {
 						t.Fatalf("JSON(%q) = %d, want %d", s, got, w)
 					}
-					if got, w := JSONHTML(s), want(s, true); got != w {
+					if got, w := JSONHTML(s), want(s, htmlByte); got != w {
 						t.Fatalf("JSONHTML(%q) = %d, want %d", s, got, w)
+					}
+					if got, w := FieldValue(s), want(s, fieldByte); got != w {
+						t.Fatalf("FieldValue(%q) = %d, want %d", s, got, w)
 					}
 				}
 			}
