@@ -14,20 +14,30 @@ const (
 	highs = 0x8080808080808080 // 0x80 in every byte
 )
 
-// JSON returns a length n, a multiple of 8, such that s[:n] holds only
-// printable ASCII other than '"' and '\\': bytes slog's JSON handler
-// writes as they are. The caller goes on byte by byte from n, where the
-// next eight bytes hold one that may need escaping (or fewer than eight
-// are left).
+// JSON returns a length n such that s[:n] holds only printable ASCII
+// other than '"' and '\\': bytes slog's JSON handler writes as they are.
+// n is len(s), or a multiple of 8 where the next eight bytes hold one
+// that may need escaping, or where fewer than eight are left: the caller
+// goes on byte by byte from n.
 func JSON(s string) int {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		x := word(s, i)
-		if (x-ones*0x20|zero(x^(ones*'"'))|zero(x^(ones*'\\'))|x)&highs != 0 {
-			break
+		if jsonStops(word(s, i)) != 0 {
+			return i
 		}
 	}
+	// The last word may overlap the one before: the caller's byte loop
+	// is spared the tail of a plain string.
+	if i < len(s) && len(s) >= 8 && jsonStops(word(s, len(s)-8)) == 0 {
+		return len(s)
+	}
 	return i
+}
+
+// jsonStops sets a top bit in x when a byte of x may need escaping in
+// JSON (see below).
+func jsonStops(x uint64) uint64 {
+	return (x - ones*0x20 | zero(x^(ones*'"')) | zero(x^(ones*'\\')) | x) & highs
 }
 
 // JSONHTML is JSON without '<', '>' and '&' either: what
@@ -35,32 +45,50 @@ func JSON(s string) int {
 func JSONHTML(s string) int {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		x := word(s, i)
-		// '"' and '&' are the bytes that become '&' with bit 0x04 set,
-		// '<' and '>' those that become '>' with bit 0x02 set.
-		if (x-ones*0x20|zero(x|ones*0x04^ones*'&')|zero(x|ones*0x02^ones*'>')|zero(x^(ones*'\\'))|x)&highs != 0 {
-			break
+		if htmlStops(word(s, i)) != 0 {
+			return i
 		}
+	}
+	// The last word may overlap the one before: the caller's byte loop
+	// is spared the tail of a plain string.
+	if i < len(s) && len(s) >= 8 && htmlStops(word(s, len(s)-8)) == 0 {
+		return len(s)
 	}
 	return i
 }
 
-// FieldValue returns a length n, a multiple of 8, such that s[:n] holds
-// no control character (bytes below 0x20, and 0x7f), which a header field
+// htmlStops is jsonStops for JSONHTML. '"' and '&' are the bytes that
+// become '&' with bit 0x04 set, '<' and '>' those that become '>' with
+// bit 0x02 set.
+func htmlStops(x uint64) uint64 {
+	return (x - ones*0x20 | zero(x|ones*0x04^ones*'&') | zero(x|ones*0x02^ones*'>') | zero(x^(ones*'\\')) | x) & highs
+}
+
+// FieldValue returns a length n, as JSON does, such that s[:n] holds no
+// control character (bytes below 0x20, and 0x7f), which a header field
 // value may not hold but for the tab. The caller checks the rest from n.
 func FieldValue(s string) int {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		x := word(s, i)
-		// A field value may hold bytes from 0x80 up: &^x leaves them out.
-		if (x-ones*0x20|zero(x^ones*0x7f))&^x&highs != 0 {
-			break
+		if fieldStops(word(s, i)) != 0 {
+			return i
 		}
+	}
+	// The last word may overlap the one before: the caller's byte loop
+	// is spared the tail of a plain string.
+	if i < len(s) && len(s) >= 8 && fieldStops(word(s, len(s)-8)) == 0 {
+		return len(s)
 	}
 	return i
 }
 
-// The tests above take a word x and set the top bit of a byte of it when
+// fieldStops is jsonStops for FieldValue. A field value may hold bytes
+// from 0x80 up: &^x leaves them out.
+func fieldStops(x uint64) uint64 {
+	return (x - ones*0x20 | zero(x^ones*0x7f)) &^ x & highs
+}
+
+// The tests take a word x and set the top bit of a byte of it when
 // that byte is below 0x20 (x-ones*0x20), is one of the characters (zero),
 // or is 0x80 or more (x). A subtraction borrows from the next byte up
 // only where it sets a top bit already, so a word with none of those

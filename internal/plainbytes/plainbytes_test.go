@@ -20,7 +20,7 @@ func jsonByte(c byte) bool { return plain(c, false) }
 func htmlByte(c byte) bool { return plain(c, true) }
 
 // want is the longest run of whole 8-byte blocks of bytes for which ok
-// holds.
+// holds, or all of s when those reach its last eight bytes.
 func want(s string, ok func(byte) bool) int {
 	n := 0
 	for n+8 <= len(s) {
@@ -31,7 +31,15 @@ func want(s string, ok func(byte) bool) int {
 		}
 		n += 8
 	}
-	return n
+	if len(s) < 8 {
+		return n
+	}
+	for _, c := range []byte(s[len(s)-8:]) {
+		if !ok(c) {
+			return n
+		}
+	}
+	return len(s)
 }
 
 // TestPrefixes puts every byte value at every place of strings of one
