@@ -157,7 +157,24 @@ func (g *Gateway) logAccessSlog(r *http.Request, ex *exchange, l accessLine) {
 // appendMillis appends d in milliseconds with microsecond precision, as
 // encoding/json writes float64(d.Microseconds())/1000.
 func appendMillis(b []byte, d time.Duration) []byte {
-	return strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', -1, 64)
+	us := d.Microseconds()
+	if us < 0 || us >= 1<<33 {
+		// Up to 2^33 µs (99 days) the float is within a millionth of
+		// the decimal, whose digits are then its shortest form; beyond
+		// that, or below zero, strconv decides.
+		return strconv.AppendFloat(b, float64(us)/1000, 'f', -1, 64)
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	if frac := us % 1000; frac != 0 {
+		// Three decimals without their trailing zeros.
+		f := [4]byte{'.', byte('0' + frac/100), twoDigits[2*(frac%100)], twoDigits[2*(frac%100)+1]}
+		n := 4
+		for f[n-1] == '0' {
+			n--
+		}
+		b = append(b, f[:n]...)
+	}
+	return b
 }
 
 // appendTime appends t as t.AppendFormat(b, time.RFC3339Nano) does, in

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -89,6 +90,28 @@ func TestAppendTimeMatchesAppendFormat(t *testing.T) {
 			if got := appendTime(nil, at); !bytes.Equal(got, want) {
 				t.Fatalf("appendTime(%v): got %s, want %s", at, got, want)
 			}
+		}
+	}
+}
+
+// TestAppendMillisMatchesStrconv holds the access line's durations to
+// strconv's shortest 'f' form of float64(d.Microseconds())/1000, which
+// is what slog writes for them (TestAccessLineMatchesSlog).
+func TestAppendMillisMatchesStrconv(t *testing.T) {
+	t.Parallel()
+	ds := []time.Duration{0, 1, 999, time.Microsecond, 10 * time.Microsecond, 40 * time.Microsecond, 999 * time.Microsecond,
+		time.Millisecond, 1001 * time.Microsecond, 1010 * time.Microsecond, 1100 * time.Microsecond, 1234567 * time.Nanosecond,
+		time.Second, 3 * time.Second, 90 * time.Minute, (1<<33 - 1) * time.Microsecond, (1 << 33) * time.Microsecond,
+		1 << 62, -time.Microsecond, -1500 * time.Microsecond, -(1 << 62)}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for range 20000 {
+		ds = append(ds, time.Duration(rnd.Int64N(1<<34))*time.Microsecond+time.Duration(rnd.Int64N(1000)))
+		ds = append(ds, time.Duration(rnd.Int64N(1e7))*time.Microsecond)
+	}
+	for _, d := range ds {
+		want := strconv.AppendFloat(nil, float64(d.Microseconds())/1000, 'f', -1, 64)
+		if got := appendMillis(nil, d); !bytes.Equal(got, want) {
+			t.Fatalf("appendMillis(%d): got %s, want %s", d, got, want)
 		}
 	}
 }
