@@ -30,9 +30,17 @@ func newRequestID() string {
 func requestID(hi, lo uint64) string {
 	var b [32]byte
 	for i := range 8 {
-		h, l := byte(hi>>(8*i)), byte(lo>>(8*i))
-		b[2*i], b[2*i+1] = hexDigits[h>>4], hexDigits[h&0xf]
-		b[16+2*i], b[17+2*i] = hexDigits[l>>4], hexDigits[l&0xf]
+		h, l := 2*int(byte(hi>>(8*i))), 2*int(byte(lo>>(8*i)))
+		b[2*i], b[2*i+1] = hexPairs[h], hexPairs[h+1]
+		b[16+2*i], b[17+2*i] = hexPairs[l], hexPairs[l+1]
 	}
 	return string(b[:])
 }
+
+// hexPairs holds the two hex digits of every byte, "00" to "ff".
+var hexPairs = func() (t [512]byte) {
+	for n := range 256 {
+		t[2*n], t[2*n+1] = hexDigits[n>>4], hexDigits[n&0xf]
+	}
+	return t
+}()
