@@ -57,6 +57,13 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	if r.Host, err = routes.CanonicalHost(r.Host, r.TLS != nil); err != nil {
 		return netip.Addr{}, false, err
 	}
+	if r.Host == "" && r.ProtoMajor == 2 {
+		// RFC 9113 §8.3.1: an https request names its host, in
+		// :authority or a host field, and not empty; net/http takes it
+		// without. Routes would match no host while the upstream, given
+		// an empty X-Forwarded-Host, reads its own Host field instead.
+		return netip.Addr{}, false, errNoHost
+	}
 	peer := peerAddr(r)
 	trusted = peer.IsValid() && t.Contains(peer)
 	if !r.ProtoAtLeast(1, 1) {
@@ -94,6 +101,9 @@ func (t Trust) reresolve(r *http.Request, wasTrusted bool) (netip.Addr, bool) {
 // errAbsolutePath answers an HTTP/2 request whose :path is an absolute
 // URI.
 var errAbsolutePath = errors.New(":path must be a path, not an absolute URI")
+
+// errNoHost answers an HTTP/2 request whose host is missing or empty.
+var errNoHost = errors.New("request has no host: :authority and host are missing or empty")
 
 // canonicalPath rewrites u's path to its canonical form.
 func canonicalPath(u *url.URL) error {

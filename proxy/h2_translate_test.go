@@ -271,3 +271,50 @@ func TestH2RapidResetChargesAndForwardsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestH2RequestWithoutHostIs400: RFC 9113 §8.3.1 has an https request
+// carry :authority or a host field, and neither empty; net/http takes one
+// with neither, or with a host that is empty once canonical ("." or
+// ":443"). Routes then matched no host (a host-bound route's limits did
+// not apply: the request took a catch-all) and header:Host keys read "",
+// while the upstream got an empty X-Forwarded-Host, which Express, Rails
+// and Spring skip for the Host field: the upstream's own host, which no
+// route saw. Such a request is answered 400 and never forwarded.
+func TestH2RequestWithoutHostIs400(t *testing.T) {
+	t.Parallel()
+	up, hits := countingUpstream(t)
+	srv := newTLSGateway(t, fmt.Sprintf(`
+routes:
+  - name: tenant
+    match: {host: api.example.com}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [header:Host]}
+  - name: other
+    upstream: %[1]s
+`, up.URL))
+	addr := srv.Listener.Addr().String()
+	base := [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/v1/otp"}}
+	for _, tc := range []struct {
+		name   string
+		fields [][2]string
+	}{
+		{"no :authority, no host", nil},
+		{"empty :authority", [][2]string{{":authority", ""}}},
+		{"empty :authority and host", [][2]string{{":authority", ""}, {"host", ""}}},
+		{":authority of a dot", [][2]string{{":authority", "."}}},
+		{":authority of a default port", [][2]string{{":authority", ":443"}}},
+		{"host of a dot", [][2]string{{"host", "."}}},
+	} {
+		fields := append(append([][2]string{}, base...), tc.fields...)
+		if a := h2Do(t, addr, h2Stream{fields: fields}); a.status != http.StatusBadRequest {
+			t.Errorf("%s: got %d (reset %v), want 400", tc.name, a.status, a.wasRST)
+		}
+	}
+	if n := hits(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
+	}
+	if a := h2Do(t, addr, h2Stream{fields: append(base, [2]string{":authority", "api.example.com"})}); a.status != 200 {
+		t.Errorf("with a host: got %d, want 200", a.status)
+	}
+}
