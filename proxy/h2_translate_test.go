@@ -318,3 +318,33 @@ routes:
 		t.Errorf("with a host: got %d, want 200", a.status)
 	}
 }
+
+// TestH2AuthorityEscapedIs400: WHATWG's URL parser, which Node
+// frameworks build request URLs with, decodes escapes in a host, so
+// ":authority: api%2eexample.com" is api.example.com to an upstream that
+// reads X-Forwarded-Host through it, while routes matched
+// another host: the request took the catch-all, past api.example.com's
+// limit, and keyed a bucket of its own. It is answered 400.
+func TestH2AuthorityEscapedIs400(t *testing.T) {
+	t.Parallel()
+	up, hits := countingUpstream(t)
+	srv := newTLSGateway(t, fmt.Sprintf(`
+routes:
+  - name: tenant
+    match: {host: api.example.com}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [header:Host]}
+  - name: other
+    upstream: %[1]s
+`, up.URL))
+	addr := srv.Listener.Addr().String()
+	for _, authority := range []string{"api%2eexample.com", "%61pi.example.com", "api.example.co%6d:443"} {
+		if got := h2Status(t, addr, authority); got != http.StatusBadRequest {
+			t.Errorf(":authority %q: got %d, want 400", authority, got)
+		}
+	}
+	if n := hits(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
+	}
+}

@@ -155,9 +155,16 @@ func CanonicalMethod(m string) (string, error) {
 // comma, which net/http lets through: the host reaches the upstream in
 // X-Forwarded-Host, a list to Express, Spring and Symfony (which read its
 // first element) and Rails (its last), so "acme.example.com,x" would be
-// acme.example.com to them and another host to routes and keys.
+// acme.example.com to them and another host to routes and keys. So is a
+// "%" outside an IPv6 literal's brackets (where it escapes a zone):
+// WHATWG's URL parser (under Node) decodes escapes in a host, so to an
+// upstream that parses X-Forwarded-Host "api%2eexample.com" is
+// api.example.com.
 func CanonicalHost(host string, tls bool) (string, error) {
 	if !httpguts.ValidHostHeader(host) || strings.IndexByte(host, ',') >= 0 {
+		return "", ErrHostChar
+	}
+	if !strings.HasPrefix(host, "[") && strings.IndexByte(host, '%') >= 0 {
 		return "", ErrHostChar
 	}
 	name, port := host, ""

@@ -86,6 +86,13 @@ func TestCanonicalHost(t *testing.T) {
 		{"acme.example.com,x", false, "", ErrHostChar},
 		{"x,acme.example.com", false, "", ErrHostChar},
 		{"[::1]:80,x", false, "", ErrHostChar},
+		// WHATWG's URL parser (under Node) decodes escapes in a host:
+		// "api%2eexample.com" is api.example.com to an upstream that
+		// builds a URL of X-Forwarded-Host, and another host to routes
+		// and keys. An IPv6 zone is escaped that way.
+		{"api%2eexample.com", false, "", ErrHostChar},
+		{"%61pi.example.com:80", false, "", ErrHostChar},
+		{"[fe80::1%25en0]:80", false, "[fe80::1%25en0]", nil},
 	} {
 		if got, err := CanonicalHost(tc.in, tc.tls); got != tc.want || err != tc.err {
 			t.Errorf("CanonicalHost(%q, tls %v): got %q, %v; want %q, %v", tc.in, tc.tls, got, err, tc.want, tc.err)
