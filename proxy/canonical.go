@@ -57,11 +57,13 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	if r.Host, err = routes.CanonicalHost(r.Host, r.TLS != nil); err != nil {
 		return netip.Addr{}, false, err
 	}
-	if r.Host == "" && r.ProtoMajor == 2 {
-		// RFC 9113 §8.3.1: an https request names its host, in
-		// :authority or a host field, and not empty; net/http takes it
-		// without. Routes would match no host while the upstream, given
-		// an empty X-Forwarded-Host, reads its own Host field instead.
+	if r.Host == "" && r.ProtoAtLeast(1, 1) {
+		// An http(s) request names its host, and not empty (RFC 9113
+		// §8.3.1, RFC 9110 §4.2); net/http takes an HTTP/2 one without,
+		// and an empty Host field (or one such as "." that is empty once
+		// canonical) in HTTP/1.1. Routes would match no host while the
+		// upstream, given an empty X-Forwarded-Host, reads its own Host
+		// field instead. HTTP/1.0 predates Host, so it may go without.
 		return netip.Addr{}, false, errNoHost
 	}
 	peer := peerAddr(r)
@@ -102,8 +104,9 @@ func (t Trust) reresolve(r *http.Request, wasTrusted bool) (netip.Addr, bool) {
 // URI.
 var errAbsolutePath = errors.New(":path must be a path, not an absolute URI")
 
-// errNoHost answers an HTTP/2 request whose host is missing or empty.
-var errNoHost = errors.New("request has no host: :authority and host are missing or empty")
+// errNoHost answers an HTTP/1.1 or HTTP/2 request whose host is missing
+// or empty.
+var errNoHost = errors.New("request has no host, or an empty one")
 
 // canonicalPath rewrites u's path to its canonical form.
 func canonicalPath(u *url.URL) error {

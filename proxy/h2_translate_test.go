@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/tls"
 	"fmt"
@@ -272,15 +273,17 @@ func TestH2RapidResetChargesAndForwardsNothing(t *testing.T) {
 	}
 }
 
-// TestH2RequestWithoutHostIs400: RFC 9113 §8.3.1 has an https request
-// carry :authority or a host field, and neither empty; net/http takes one
-// with neither, or with a host that is empty once canonical ("." or
-// ":443"). Routes then matched no host (a host-bound route's limits did
-// not apply: the request took a catch-all) and header:Host keys read "",
-// while the upstream got an empty X-Forwarded-Host, which Express, Rails
-// and Spring skip for the Host field: the upstream's own host, which no
-// route saw. Such a request is answered 400 and never forwarded.
-func TestH2RequestWithoutHostIs400(t *testing.T) {
+// TestRequestWithoutHostIs400: RFC 9113 §8.3.1 has an https request
+// carry :authority or a host field, and neither empty; net/http takes an
+// HTTP/2 one with neither, and over HTTP/1.1 an empty Host field. So with
+// a host that is empty once canonical ("." or ":443"). Routes then matched
+// no host (a host-bound route's limits did not apply: the request took a
+// catch-all) and header:Host keys read "", while the upstream got an empty
+// X-Forwarded-Host, which Express, Rails and Spring skip for the Host
+// field: the upstream's own host, which no route saw. Such a request is
+// answered 400 and never forwarded. HTTP/1.0 predates Host and may still
+// go without.
+func TestRequestWithoutHostIs400(t *testing.T) {
 	t.Parallel()
 	up, hits := countingUpstream(t)
 	srv := newTLSGateway(t, fmt.Sprintf(`
@@ -308,14 +311,37 @@ routes:
 	} {
 		fields := append(append([][2]string{}, base...), tc.fields...)
 		if a := h2Do(t, addr, h2Stream{fields: fields}); a.status != http.StatusBadRequest {
-			t.Errorf("%s: got %d (reset %v), want 400", tc.name, a.status, a.wasRST)
+			t.Errorf("HTTP/2, %s: got %d (reset %v), want 400", tc.name, a.status, a.wasRST)
+		}
+	}
+	h1 := func(proto, host string) int {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		fmt.Fprintf(c, "GET /v1/otp %s\r\n%sConnection: close\r\n\r\n", proto, host)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, host := range []string{"Host: \r\n", "Host: .\r\n", "Host: :443\r\n"} {
+		if got := h1("HTTP/1.1", host); got != http.StatusBadRequest {
+			t.Errorf("HTTP/1.1, %q: got %d, want 400", host, got)
 		}
 	}
 	if n := hits(); n != 0 {
 		t.Errorf("the upstream got %d requests, want none", n)
 	}
 	if a := h2Do(t, addr, h2Stream{fields: append(base, [2]string{":authority", "api.example.com"})}); a.status != 200 {
-		t.Errorf("with a host: got %d, want 200", a.status)
+		t.Errorf("HTTP/2 with a host: got %d, want 200", a.status)
+	}
+	if got := h1("HTTP/1.0", ""); got != 200 {
+		t.Errorf("HTTP/1.0 without Host: got %d, want 200", got)
 	}
 }
 
