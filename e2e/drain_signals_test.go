@@ -52,7 +52,7 @@ routes:
 			codes[i] = resp.StatusCode
 		})
 	}
-	waitMetric(t, in.Admin, decided, 4)
+	waitMetric(t, in.Admin, `sluice_ratelimit_decisions_total{algorithm="leaky_bucket",policy="slow",result="queued",route="writes"}`, 3)
 	in.Signal(syscall.SIGTERM)
 	if _, ok := in.WaitLog(5*time.Second, `"msg":"shutting down"`); !ok {
 		t.Fatal("the drain never began")

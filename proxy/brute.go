@@ -104,10 +104,7 @@ func (rt *route) setOverriddenHeaders(h http.Header, reqs []ratelimit.Request, d
 	h[hXRateLimitReset] = []string{strconv.FormatInt(seconds(d.Reset), 10)}
 }
 
-// countAdmitted counts the decisions of an admitted request, but for a
-// leaky_bucket limit that holds it in its queue: that one is counted when
-// the wait ends (queued when the request leaves, allowed when it ends in
-// the queue), by admit.
+// countAdmitted counts the decisions of an admitted request.
 func (rt *route) countAdmitted(reqs []ratelimit.Request, ds []ratelimit.Decision, m *matched) {
 	for i := range ds {
 		switch {
@@ -116,7 +113,7 @@ func (rt *route) countAdmitted(reqs []ratelimit.Request, ds []ratelimit.Decision
 		case !ds[i].Allowed:
 			rt.metrics.Decision(i, metrics.ShadowRejected)
 		case ds[i].Delay > 0 && !reqs[i].Policy.Shadow:
-			// counted by admit once the wait ends
+			rt.metrics.Decision(i, metrics.Queued)
 		default:
 			rt.metrics.Decision(i, metrics.Allowed)
 		}

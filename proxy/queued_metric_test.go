@@ -53,12 +53,13 @@ func decisionCount(t *testing.T, m *metrics.Metrics, route, policy, result strin
 	return 0
 }
 
-// TestQueuedCountsOnlyWhatLeft: result="queued" counts a leaky_bucket
-// request that waited and then left for the upstream (README, Metrics). One
+// TestQueuedCountsTheDecision: result="queued" counts a leaky_bucket
+// request its limit put in the queue, once, whatever its wait comes to
+// (README, Metrics): sluice_ratelimit_decisions_total counts decisions. One
 // that ends in the queue, answered 503 by a shutdown or given up by its
-// client, was still admitted by the limit: it counts allowed, and the
-// access log and sluice_http_requests_total show its 503 or 499.
-func TestQueuedCountsOnlyWhatLeft(t *testing.T) {
+// client, counts queued too; the access log and sluice_http_requests_total
+// show its 503 or 499.
+func TestQueuedCountsTheDecision(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name                string
@@ -67,8 +68,8 @@ func TestQueuedCountsOnlyWhatLeft(t *testing.T) {
 		wantAllowed, wantQd float64
 	}{
 		{"left for the upstream", func(context.Context) error { return nil }, false, 1, 1},
-		{"drained by a shutdown", func(context.Context) error { return ratelimit.ErrDrained }, false, 2, 0},
-		{"client went away", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, true, 2, 0},
+		{"drained by a shutdown", func(context.Context) error { return ratelimit.ErrDrained }, false, 1, 1},
+		{"client went away", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }, true, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

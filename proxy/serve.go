@@ -320,16 +320,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 	}
 	// A shadow leaky_bucket keeps its schedule but never holds anyone.
 	if rt.leaky >= 0 && ds[rt.leaky].Delay > 0 && !reqs[rt.leaky].Policy.Shadow {
-		// queued counts only a request that waited and then left; one
-		// that ends in the queue (503 on shutdown, its client gone) was
-		// still admitted by the limit.
-		left := g.wait(s, rt, w, r, reqs[rt.leaky], ds[rt.leaky], ex)
-		res := metrics.Allowed
-		if left {
-			res = metrics.Queued
-		}
-		rt.metrics.Decision(rt.leaky, res)
-		return s, rt, left
+		return s, rt, g.wait(s, rt, w, r, reqs[rt.leaky], ds[rt.leaky], ex)
 	}
 	return s, rt, true
 }
