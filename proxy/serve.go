@@ -299,18 +299,14 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 		rt.setLimitHeaders(w.Header(), ds, &ex.limitValues)
 	}
 	if reject >= 0 {
-		// Every limit that rejected counts, not only the one the 429
-		// names: each may have started its own block.
-		for i := range ds {
-			if ds[i].Allowed || reqs[i].Policy.Shadow {
-				continue
-			}
-			res := metrics.Rejected
-			if ds[i].Blocked {
-				res = metrics.Blocked
-			}
-			rt.metrics.Decision(i, res)
+		// The limit the 429 names counts the rejection, the others
+		// nothing (SPEC §5), even one that rejected too: the rejected
+		// counts add up to the 429s.
+		res := metrics.Rejected
+		if ds[reject].Blocked {
+			res = metrics.Blocked
 		}
+		rt.metrics.Decision(reject, res)
 		g.tooMany(w, rt, reject, reqs[reject].Policy, ds[reject], ex)
 		return s, rt, false
 	}
