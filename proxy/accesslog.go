@@ -159,7 +159,7 @@ func (g *Gateway) logAccessSlog(r *http.Request, ex *exchange, l accessLine) {
 func appendMillis(b []byte, d time.Duration) []byte {
 	us := d.Microseconds()
 	if us < 0 || us >= 1<<33 {
-		// Up to 2^33 µs (99 days) the float is within a millionth of
+		// Up to 2^33 µs (about 2.4 hours) the float is within a millionth of
 		// the decimal, whose digits are then its shortest form; beyond
 		// that, or below zero, strconv decides.
 		return strconv.AppendFloat(b, float64(us)/1000, 'f', -1, 64)
