@@ -57,13 +57,15 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	if r.Host, err = routes.CanonicalHost(r.Host, r.TLS != nil); err != nil {
 		return netip.Addr{}, false, err
 	}
-	if r.Host == "" && r.ProtoAtLeast(1, 1) {
+	if (r.Host == "" || r.Host[0] == ':') && r.ProtoAtLeast(1, 1) {
 		// An http(s) request names its host, and not empty (RFC 9113
 		// §8.3.1, RFC 9110 §4.2); net/http takes an HTTP/2 one without,
 		// and an empty Host field (or one such as "." that is empty once
 		// canonical) in HTTP/1.1. Routes would match no host while the
 		// upstream, given an empty X-Forwarded-Host, reads its own Host
-		// field instead. HTTP/1.0 predates Host, so it may go without.
+		// field instead. A port alone (":8443") names no host either
+		// (RFC 9110 §4.2.1): a canonical host starts with ':' only then.
+		// HTTP/1.0 predates Host, so it may go without.
 		return netip.Addr{}, false, errNoHost
 	}
 	peer := peerAddr(r)

@@ -307,6 +307,7 @@ routes:
 		{"empty :authority and host", [][2]string{{":authority", ""}, {"host", ""}}},
 		{":authority of a dot", [][2]string{{":authority", "."}}},
 		{":authority of a default port", [][2]string{{":authority", ":443"}}},
+		{":authority of another port alone", [][2]string{{":authority", ":8443"}}},
 		{"host of a dot", [][2]string{{"host", "."}}},
 	} {
 		fields := append(append([][2]string{}, base...), tc.fields...)
@@ -329,7 +330,7 @@ routes:
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	for _, host := range []string{"Host: \r\n", "Host: .\r\n", "Host: :443\r\n"} {
+	for _, host := range []string{"Host: \r\n", "Host: .\r\n", "Host: :443\r\n", "Host: :8443\r\n", "Host: .:80\r\n"} {
 		if got := h1("HTTP/1.1", host); got != http.StatusBadRequest {
 			t.Errorf("HTTP/1.1, %q: got %d, want 400", host, got)
 		}
