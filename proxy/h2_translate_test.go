@@ -285,18 +285,7 @@ func TestH2RapidResetChargesAndForwardsNothing(t *testing.T) {
 // go without.
 func TestRequestWithoutHostIs400(t *testing.T) {
 	t.Parallel()
-	up, hits := countingUpstream(t)
-	srv := newTLSGateway(t, fmt.Sprintf(`
-routes:
-  - name: tenant
-    match: {host: api.example.com}
-    upstream: %[1]s
-    limits:
-      - {algorithm: fixed_window, limit: 1, window: 1h, key: [header:Host]}
-  - name: other
-    upstream: %[1]s
-`, up.URL))
-	addr := srv.Listener.Addr().String()
+	addr, hits := hostBoundGateway(t)
 	base := [][2]string{{":method", "GET"}, {":scheme", "https"}, {":path", "/v1/otp"}}
 	for _, tc := range []struct {
 		name   string
@@ -354,7 +343,24 @@ routes:
 // limit, and keyed a bucket of its own. It is answered 400.
 func TestH2AuthorityEscapedIs400(t *testing.T) {
 	t.Parallel()
-	up, hits := countingUpstream(t)
+	addr, hits := hostBoundGateway(t)
+	for _, authority := range []string{"api%2eexample.com", "%61pi.example.com", "api.example.co%6d:443"} {
+		if got := h2Status(t, addr, authority); got != http.StatusBadRequest {
+			t.Errorf(":authority %q: got %d, want 400", authority, got)
+		}
+	}
+	if n := hits(); n != 0 {
+		t.Errorf("the upstream got %d requests, want none", n)
+	}
+}
+
+// hostBoundGateway starts a TLS gateway with a route bound to
+// api.example.com, limited per host, beside a catch-all, and returns its
+// address and the count of requests its upstream got.
+func hostBoundGateway(t *testing.T) (addr string, hits func() int64) {
+	t.Helper()
+	var up *httptest.Server
+	up, hits = countingUpstream(t)
 	srv := newTLSGateway(t, fmt.Sprintf(`
 routes:
   - name: tenant
@@ -365,13 +371,5 @@ routes:
   - name: other
     upstream: %[1]s
 `, up.URL))
-	addr := srv.Listener.Addr().String()
-	for _, authority := range []string{"api%2eexample.com", "%61pi.example.com", "api.example.co%6d:443"} {
-		if got := h2Status(t, addr, authority); got != http.StatusBadRequest {
-			t.Errorf(":authority %q: got %d, want 400", authority, got)
-		}
-	}
-	if n := hits(); n != 0 {
-		t.Errorf("the upstream got %d requests, want none", n)
-	}
+	return srv.Listener.Addr().String(), hits
 }
