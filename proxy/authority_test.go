@@ -261,15 +261,7 @@ func TestHTTP2StreamThatNeverOpensItsWindow(t *testing.T) {
 	}))
 	t.Cleanup(up.Close)
 	srv := sendTimeoutGateway(t, up.URL)
-	c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	_, fr := h2Open(t, srv.Listener.Addr().String(), 10*time.Second, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", "acme.example.com"}, {":path", "/"}} {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net/http"
@@ -48,14 +47,7 @@ routes:
 	t.Cleanup(srv.Close)
 
 	for _, path := range []string{"/keyed", "/streamed"} {
-		c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		c.Write([]byte(http2.ClientPreface))
-		fr := http2.NewFramer(c, c)
-		fr.WriteSettings()
+		c, fr := h2Open(t, srv.Listener.Addr().String(), 10*time.Second)
 		var hb bytes.Buffer
 		enc := hpack.NewEncoder(&hb)
 		for _, f := range h2Req("POST", path, "content-type", "application/json") {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"crypto/tls"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -42,15 +41,7 @@ routes:
     limits:
       - {algorithm: token_bucket, limit: 1, window: 1s, key: [ip], count_status: [401]}
 `, up.URL))
-	c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(15 * time.Second))
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
+	_, fr := h2Open(t, srv.Listener.Addr().String(), 15*time.Second)
 	fr.WriteSettingsAck()
 	statuses := make(chan [2]uint32, 16)
 	go func() {

@@ -38,18 +38,7 @@ type h2Answer struct {
 // h2Do sends s on a new HTTP/2 connection and returns the answer.
 func h2Do(t *testing.T, addr string, s h2Stream) h2Answer {
 	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
-		t.Fatalf("negotiated %q, want h2", p)
-	}
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
+	_, fr := h2Open(t, addr, 10*time.Second)
 	enc := func(fs [][2]string) []byte {
 		var hb bytes.Buffer
 		e := hpack.NewEncoder(&hb)
@@ -285,4 +274,24 @@ func countingUpstream(t *testing.T) (up *httptest.Server, hits func() int64) {
 	}))
 	t.Cleanup(up.Close)
 	return up, n.Load
+}
+
+// h2Open dials addr over TLS with ALPN h2, sets the connection's deadline
+// d from now, sends the client preface and settings, and returns the
+// connection (closed when the test ends) and a framer on it.
+func h2Open(t *testing.T, addr string, d time.Duration, settings ...http2.Setting) (*tls.Conn, *http2.Framer) {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(d))
+	if p := c.ConnectionState().NegotiatedProtocol; p != "h2" {
+		t.Fatalf("negotiated %q, want h2", p)
+	}
+	c.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(c, c)
+	fr.WriteSettings(settings...)
+	return c, fr
 }

@@ -125,15 +125,7 @@ routes:
 // answer's status, or 0 for a reset stream.
 func h2Split(t *testing.T, addr string, fields [][2]string, split bool) int {
 	t.Helper()
-	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	c.Write([]byte(http2.ClientPreface))
-	fr := http2.NewFramer(c, c)
-	fr.WriteSettings()
+	_, fr := h2Open(t, addr, 10*time.Second)
 	var blocks [][]byte
 	var hb bytes.Buffer
 	e := hpack.NewEncoder(&hb)
@@ -219,15 +211,7 @@ func TestH2RapidResetChargesAndForwardsNothing(t *testing.T) {
 			t.Cleanup(srv.Close)
 			addr := srv.Listener.Addr().String()
 
-			c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(20 * time.Second))
-			c.Write([]byte(http2.ClientPreface))
-			fr := http2.NewFramer(c, c)
-			fr.WriteSettings()
+			c, fr := h2Open(t, addr, 20*time.Second)
 			var hb bytes.Buffer
 			e := hpack.NewEncoder(&hb)
 			for _, f := range h2Req("GET", "/v1/otp") {
