@@ -58,33 +58,10 @@ func TestClientGoneAtDepartureNeverReachesUpstream(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(up.Close)
 	tr := &sentTransport{next: NewTransport()}
-	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
-log: {access_log: false}
-policies:
-  shaping: {algorithm: leaky_bucket, limit: 1, window: 1s, queue: 5, key: [global]}
-routes:
-  - name: queued
-    upstream: %s
-    limits: [shaping]
-`, up.URL)), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
 	mem := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
 	t.Cleanup(func() { mem.Close() })
 	store := &departsAsClientGoes{MemoryStore: mem, waiting: make(chan struct{}, 1)}
-	g := New(Options{Metrics: metrics.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Transport: tr})
-	g.Load(cfg, store)
-	srv := httptest.NewUnstartedServer(g)
-	srv.Config.ConnContext = WithConn
-	srv.Start()
-	t.Cleanup(srv.Close)
-
-	if resp, err := testClient.Get(srv.URL + "/first"); err != nil {
-		t.Fatal(err)
-	} else {
-		resp.Body.Close() // the next request waits
-	}
+	srv := queueGateway(t, "1s", up.URL, store, Options{Metrics: metrics.New(), Transport: tr})
 	c, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -102,4 +79,37 @@ routes:
 	if fmt.Sprint(tr.sent) != "[/first]" {
 		t.Errorf("sent upstream: got %v, want [/first]: the request of the client that went away never forwarded", tr.sent)
 	}
+}
+
+// queueGateway starts a gateway whose one route, queued, has a
+// leaky_bucket limit of 1 per window for everyone with a queue of 5, on
+// store, watching its connections (WithConn), and sends it a first
+// request, which leaves at once, so that the next one waits.
+func queueGateway(t *testing.T, window, upstream string, store ratelimit.Store, o Options) *httptest.Server {
+	t.Helper()
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+log: {access_log: false}
+policies:
+  shaping: {algorithm: leaky_bucket, limit: 1, window: %s, queue: 5, key: [global]}
+routes:
+  - name: queued
+    upstream: %s
+    limits: [shaping]
+`, window, upstream)), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	g := New(o)
+	g.Load(cfg, store)
+	srv := httptest.NewUnstartedServer(g)
+	srv.Config.ConnContext = WithConn
+	srv.Start()
+	t.Cleanup(srv.Close)
+	if resp, err := testClient.Get(srv.URL + "/first"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	return srv
 }

@@ -2,9 +2,7 @@ package proxy
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,7 +11,6 @@ import (
 
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/routes"
 )
 
 // waitsAs is a memory store whose Wait ends as its wait func says, so a
@@ -75,18 +72,6 @@ func TestQueuedCountsTheDecision(t *testing.T) {
 			t.Parallel()
 			up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 			t.Cleanup(up.Close)
-			cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
-log: {access_log: false}
-policies:
-  shaping: {algorithm: leaky_bucket, limit: 1, window: 1m, queue: 5, key: [global]}
-routes:
-  - name: queued
-    upstream: %s
-    limits: [shaping]
-`, up.URL)), func(string) (string, bool) { return "", false })
-			if err != nil {
-				t.Fatal(err)
-			}
 			mem := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1})
 			t.Cleanup(func() { mem.Close() })
 			waiting := make(chan struct{}, 1)
@@ -95,18 +80,7 @@ routes:
 				return tc.wait(ctx)
 			}}
 			m := metrics.New()
-			g := New(Options{Metrics: m, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-			g.Load(cfg, store)
-			srv := httptest.NewUnstartedServer(g)
-			srv.Config.ConnContext = WithConn
-			srv.Start()
-			t.Cleanup(srv.Close)
-
-			if resp, err := testClient.Get(srv.URL + "/first"); err != nil {
-				t.Fatal(err)
-			} else {
-				resp.Body.Close() // leaves at once; the next one waits
-			}
+			srv := queueGateway(t, "1m", up.URL, store, Options{Metrics: m})
 			c, err := net.Dial("tcp", srv.Listener.Addr().String())
 			if err != nil {
 				t.Fatal(err)
