@@ -307,6 +307,44 @@ func TestJSONScanRepeatedNames(t *testing.T) {
 	}
 }
 
+// TestJSONScanNameCacheOff: objects whose first name is not the one an
+// earlier object had first turn the skipper's name cache off for a while
+// (see nameCacheOff). Names read while it is off, and those compared
+// when it is on again, are checked byte for byte all the same, and an
+// entry never kept, all zeros, lets no name of 8 NUL bytes through.
+func TestJSONScanNameCacheOff(t *testing.T) {
+	t.Parallel()
+	path := splitPath("x")
+	turns := []string{`{"id":1,"sku":"s","qty":2}`, `{"sku":"s","qty":2,"id":1}`, `{"qty":2,"id":1,"sku":"s"}`}
+	nul := strings.Repeat("\x00", 8)
+	lasts := []string{
+		turns[0], turns[1], `{"id":1}`, `{}`,
+		`{"id":1,"sk` + "\x00" + `":"s","qty":2}`,
+		`{"id":1,"sku":"s","qty` + "\x01" + `":2}`,
+		`{"id":1,"sku":"s","q` + "\xff" + `y":2}`,
+		`{"ie":1,"sku":"s","qty":2}`,
+		`{"i\u0064":1,"sku":"s","qty":2}`,
+		`{"id" :1,"sku":"s","qty":2}`,
+		`{"id"1}`, `{"id":1,"sku"}`, `{"id":1,"sku":"s","qty":2`,
+		`{"` + nul + `":1}`, `{"id":1,"` + nul + `":1}`, `{"` + nul + nul + `":1}`,
+	}
+	for n := 0; n <= 40; n++ {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(turns[i%len(turns)] + ",")
+		}
+		for _, last := range lasts {
+			for _, body := range []string{
+				`{"x":1,"a":[` + b.String() + last + `]}`,
+				`{"x":1,"a":[` + b.String() + turns[0] + `,` + last + `]}`,
+				`{"x":1,"a":[` + b.String() + `{"o":` + last + `}]}`,
+			} {
+				checkAgainstOracle(t, []byte(body), path)
+			}
+		}
+	}
+}
+
 // TestJSONScanPathNames: the names of the objects on the path, short
 // and plain or not, match in any letter case, Unicode's simple folding
 // included, at every length around a word's 8 bytes.

@@ -31,7 +31,6 @@ func (s *scanner) skipValue(pos, depth int) int {
 	v.b, v.pos, v.limit = s.b, pos, maxDepth-depth
 	v.floor = nearFloor(v.limit)
 	v.near = v.floor
-	v.names.rests = [8]uint64{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)} // all empty
 	for {
 		switch v.run() {
 		case stopDone:
@@ -112,8 +111,11 @@ type skipper struct {
 // last name that run read there in one word: the 8 bytes w it read from
 // inside the name, which held the rest of the name, its quote and a
 // colon. The bytes after the colon are set in rests and in words, so that
-// w|rests[i] == words[i] says that w starts with the same bytes. An empty
-// entry, all bits set in rests and none in words, matches nothing.
+// w|rests[i] == words[i] says that w starts with the same bytes. An entry
+// not yet kept is all zeros (skipValue does not set it): it matches only a
+// word of 8 NUL bytes, which no valid name holds, and with a length of 0 it
+// leaves pos on the NUL, which objValue then rejects as no value's start,
+// as the scan of the name would have rejected it.
 //
 // A match needs no look at the bytes: they are those of an earlier name,
 // where stringSpecial found that the ones before the quote stand for
@@ -121,10 +123,35 @@ type skipper struct {
 // whatever object they are in. The place only chooses which name to
 // compare with, so that those of records in an array, the same names in
 // the same order, find theirs.
+//
+// Records that do not repeat their names would pay for a failed compare
+// and a kept name at every name, more than the cache saves where it
+// hits; see nameCacheOff for how run stops using it then.
 type nameCache struct {
 	words, rests [8]uint64
 	lens         [8]uint8 // how many bytes words[i] has up to the colon's end
 }
+
+// nameRests[i] has the bits set of the bytes of a word after a colon at
+// byte i+1, the bytes that nameCache does not compare. Read from a table,
+// the mask costs one load, where ^0<<(8i+16) cost a variable shift and
+// the code Go adds for a count of 64.
+var nameRests = [8]uint64{
+	0xffffffffffff0000, 0xffffffffff000000, 0xffffffff00000000, 0xffffff0000000000,
+	0xffff000000000000, 0xff00000000000000, 0, 0,
+}
+
+// nameCacheOff is skipper.run's place k after an object's first name was
+// not the one that an earlier object had first (an empty entry does not
+// count): its records do not repeat their names. Any k >= 8 leaves
+// nameCache alone, neither compared nor kept, and names cost what they
+// cost without it. Each object that opens shifts k right by 4: a place,
+// at most 8, becomes 0, and nameCacheOff becomes 2^59, ..., 2^3, then 0,
+// so the cache stays off for the rest of this object and the next 15,
+// and the object after them tries it again. A body whose records do not
+// repeat their names pays for a failed compare and a kept name once in
+// 16 objects, and for a test of k at every name.
+const nameCacheOff = 1 << 63
 
 // skipStop is why skipper.run stopped: done, invalid, or a step it leaves
 // to skipValue at pos.
@@ -307,7 +334,7 @@ objValueByte: // A member's value starts at pos, where c is.
 			// value skipValue was given).
 			if near&2 == 0 && near>>1 != v.floor && pos+4 <= uint(len(b)) &&
 				binary.LittleEndian.Uint32(b[pos:pos+4]) == '}'|','<<8|'{'<<16|'"'<<24 {
-				k = 0
+				k >>= 4 // see nameCacheOff
 				pos += 4
 				goto name
 			}
@@ -379,7 +406,7 @@ openObject: // An object opens at pos.
 		goto exit
 	}
 	near = near<<1 | 1
-	k = 0
+	k >>= 4 // see nameCacheOff
 	if pos++; pos < uint(len(b)) && b[pos] == '"' {
 		pos++
 		goto name
@@ -427,7 +454,7 @@ closed: // The innermost container closed just before pos.
 	if pos+3 <= uint(len(b)) {
 		if q := b[pos : pos+3]; q[0] == ',' && q[1] == '{' && q[2] == '"' {
 			near = near<<1 | 1
-			k = 0
+			k >>= 4 // see nameCacheOff
 			pos += 3
 			goto name
 		}
@@ -466,12 +493,15 @@ name: // The rest of a member name starts at pos.
 		goto exit
 	}
 	w = binary.LittleEndian.Uint64(b[pos : pos+8])
+	if k >= uint(len(v.names.words)) {
+		goto namePlain // the cache is off, or the place is past it
+	}
 	// Objects in an array most often have the same names in the same
 	// order: when these bytes are those of the name last read at this
 	// place, they are again the rest of a name and a colon (see
 	// nameCache).
-	if e := k & 7; w|v.names.rests[e] == v.names.words[e] {
-		pos += uint(v.names.lens[e])
+	if w|v.names.rests[k] == v.names.words[k] {
+		pos += uint(v.names.lens[k])
 		k++
 		goto objValue
 	}
@@ -480,24 +510,46 @@ name: // The rest of a member name starts at pos.
 		pos += t >> 3
 		t &= 56
 		if uint16(w>>t) == '"'|':'<<8 {
-			// Keep the bytes up to the colon for the next object. A
-			// shift by 64 (t is 48, the colon in the last byte) keeps
-			// them all.
-			e, rest := k&7, ^uint64(0)<<(t+16)
-			v.names.words[e], v.names.rests[e], v.names.lens[e] = w|rest, rest, uint8(t>>3+2)
+			// Keep the bytes up to the colon for the next object. An
+			// object whose first name is not the one kept first turns
+			// the cache off for a while (see nameCacheOff).
+			turned := k == 0 && v.names.lens[0] != 0
+			rest := nameRests[t>>3]
+			v.names.words[k], v.names.rests[k], v.names.lens[k] = w|rest, rest, uint8(t>>3+2)
 			k++
+			if turned {
+				k = nameCacheOff
+			}
 			pos += 2
 			goto objValue
 		}
-		if uint8(w>>t) == '"' {
-			pos++
-			goto nameEnd
-		}
-		stop, v.resume = stopString, atNameEnd
-		goto exit
+		goto nameMark
 	}
 	pos += 8
 	goto name
+
+namePlain: // As name from its load of w on, without nameCache.
+	if m := stringSpecial(w); m != 0 {
+		t = uint(bits.TrailingZeros64(m))
+		pos += t >> 3
+		t &= 56
+		if uint16(w>>t) == '"'|':'<<8 {
+			pos += 2
+			goto objValue
+		}
+		goto nameMark
+	}
+	pos += 8
+	goto name
+
+nameMark: // A member name has a mark at byte t/8 of w, not its quote and a colon.
+	// t&56 is t, but shows the compiler that the shift is below 64.
+	if uint8(w>>(t&56)) == '"' {
+		pos++
+		goto nameEnd
+	}
+	stop, v.resume = stopString, atNameEnd
+	goto exit
 
 nameEnd: // A member name ends at pos.
 	if pos < uint(len(b)) && b[pos] == ':' {
