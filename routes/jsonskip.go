@@ -523,6 +523,7 @@ name: // The rest of a member name starts at pos.
 			pos += 2
 			goto objValue
 		}
+		w >>= t
 		goto nameMark
 	}
 	pos += 8
@@ -532,8 +533,8 @@ namePlain: // As name from its load of w on, without nameCache.
 	if m := stringSpecial(w); m != 0 {
 		t = uint(bits.TrailingZeros64(m))
 		pos += t >> 3
-		t &= 56
-		if uint16(w>>t) == '"'|':'<<8 {
+		w >>= t & 56
+		if uint16(w) == '"'|':'<<8 {
 			pos += 2
 			goto objValue
 		}
@@ -542,9 +543,8 @@ namePlain: // As name from its load of w on, without nameCache.
 	pos += 8
 	goto name
 
-nameMark: // A member name has a mark at byte t/8 of w, not its quote and a colon.
-	// t&56 is t, but shows the compiler that the shift is below 64.
-	if uint8(w>>(t&56)) == '"' {
+nameMark: // A member name has a mark, not its quote and a colon, at pos, and w is shifted to it.
+	if uint8(w) == '"' {
 		pos++
 		goto nameEnd
 	}
@@ -574,10 +574,11 @@ objStr: // The rest of a member's string value starts at pos.
 	// goes on from it. The mark is its byte's high bit, so the count of
 	// trailing zeros is 8i+7: shifted by 3 it is i, added to pos at once,
 	// as the next token waits for pos; masked with 56 it is 8i (which
-	// also shows the compiler that the shift is below 64), and w>>t has
-	// that byte and the ones after it in w at the bottom, zeros above,
-	// which no comparison below takes for a quote, comma or colon. Fewer
-	// than 8 bytes left: scanString.
+	// also shows the compiler that the shift is below 64), and w shifted
+	// by it has that byte and the ones after it in w at the bottom, zeros
+	// above, which no comparison below takes for a quote, comma or colon.
+	// w is shifted in place, as nothing needs it whole after that: a
+	// shift of a copy costs a move. Fewer than 8 bytes left: scanString.
 	if pos+8 > uint(len(b)) {
 		stop, v.resume = stopString, atAfter
 		goto exit
@@ -586,13 +587,13 @@ objStr: // The rest of a member's string value starts at pos.
 	if m := stringSpecial(w); m != 0 {
 		t = uint(bits.TrailingZeros64(m))
 		pos += t >> 3
-		t &= 56
+		w >>= t & 56
 		// Most often the next member's name follows at once.
-		if uint32(w>>t)&0xffffff == '"'|','<<8|'"'<<16 {
+		if uint32(w)&0xffffff == '"'|','<<8|'"'<<16 {
 			pos += 3
 			goto name
 		}
-		if uint8(w>>t) == '"' {
+		if uint8(w) == '"' {
 			pos++
 			goto objAfter
 		}
