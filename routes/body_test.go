@@ -170,6 +170,19 @@ func kibBodyTurned() []byte {
 	return []byte(b.String())
 }
 
+// kibBodyFields is a 1 KiB body of another shape: an object of members
+// with names of their own ("field_0", "field_1"...), each a small object
+// with a string, a literal and a number, and phone last.
+func kibBodyFields() []byte {
+	var b strings.Builder
+	b.WriteString(`{`)
+	for i := 0; b.Len() < 980; i++ {
+		fmt.Fprintf(&b, `"field_%d":{"name":"value number %d","enabled":true,"count":%d},`, i, i, i*37)
+	}
+	b.WriteString(`"phone":"+15550001"}`)
+	return []byte(b.String())
+}
+
 func BenchmarkJSONKey(b *testing.B) {
 	raw := kibBody()
 	k := keyOf(b, "otp", "json:phone")
@@ -181,17 +194,21 @@ func BenchmarkJSONKey(b *testing.B) {
 			buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(raw))
 		}
 	})
-	turned := kibBodyTurned()
-	b.Run("serial-turned", func(b *testing.B) {
-		b.ReportAllocs()
-		buf := make([]byte, 0, 64)
-		for b.Loop() {
-			buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(turned))
-			if string(buf) != "+15550001" {
-				b.Fatalf("got %q", buf)
+	for _, other := range []struct {
+		name string
+		body []byte
+	}{{"serial-turned", kibBodyTurned()}, {"serial-fields", kibBodyFields()}} {
+		b.Run(other.name, func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 0, 64)
+			for b.Loop() {
+				buf, _ = k.Append(buf[:0], r, netip.Addr{}, NewBody(other.body))
+				if string(buf) != "+15550001" {
+					b.Fatalf("got %q", buf)
+				}
 			}
-		}
-	})
+		})
+	}
 	b.Run("parallel", func(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
