@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"sync"
@@ -18,8 +21,8 @@ var errUpstreamTimeout = errors.New("upstream response timeout")
 
 // upstreams sends a route's requests to its targets. It picks targets round
 // robin, moves a request of any method to the next target when the
-// connection to one could not be made (nothing of the request was sent, so
-// nothing can have acted on it), and bounds the wait for response headers
+// connection to one could not be made or its TLS handshake failed (nothing
+// of the request was sent, so nothing can have acted on it), and bounds the wait for response headers
 // by the route's timeout, counted from the end of the request body, without
 // ever cutting a response that has started.
 type upstreams struct {
@@ -61,8 +64,13 @@ func (u *upstreams) RoundTrip(req *http.Request) (*http.Response, error) {
 			*out = *req
 			out.Body = body
 		}
+		var hs *handshake
+		if !last && req.URL.Scheme == "https" {
+			hs = new(handshake)
+			out = out.WithContext(hs.watch(out.Context()))
+		}
 		resp, err := u.roundTrip(out)
-		if err == nil || last || !notConnected(err) || body.touched() || req.Context().Err() != nil {
+		if err == nil || last || !(notConnected(err) || hs.failedUnsent()) || body.touched() || req.Context().Err() != nil {
 			body.letGo()
 			return resp, err
 		}
@@ -123,6 +131,37 @@ func (u *upstreams) roundTrip(req *http.Request) (*http.Response, error) {
 func notConnected(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// handshake watches one attempt to an https:// target through the hooks
+// http.Transport calls, over HTTP/1.1 and HTTP/2 alike: TLSHandshakeDone
+// with the error of a handshake that failed, and GotConn when it hands the
+// request a connection, before writing anything of it. The error alone
+// cannot tell: a tls.RecordHeaderError or an alert also ends a connection
+// whose handshake succeeded and which carried the request, and the
+// transport's handshake timeout has no type of its own.
+type handshake struct {
+	failed  atomic.Bool
+	gotConn atomic.Bool
+}
+
+// watch returns ctx with the hooks that fill h.
+func (h *handshake) watch(ctx context.Context) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { h.gotConn.Store(true) },
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			if err != nil {
+				h.failed.Store(true)
+			}
+		},
+	})
+}
+
+// failedUnsent reports whether the handshake of the connection dialed for
+// the attempt failed and no other connection took the request: nothing of
+// it was sent. A nil h, for an http:// target, never failed.
+func (h *handshake) failedUnsent() bool {
+	return h != nil && h.failed.Load() && !h.gotConn.Load()
 }
 
 // attemptBody is the request body as one attempt that may be followed by
