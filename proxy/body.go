@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -25,12 +26,11 @@ import (
 // One goroutine reads at a time (the handler for keys, then the transport);
 // failure and Close are safe to call from any goroutine.
 type clientBody struct {
-	rc io.ReadCloser // orig, behind http.MaxBytesReader when max is set
 	// orig is the server's own body of req, which r.Body is again once
 	// the answer is written (see restore).
 	orig io.ReadCloser
 	req  *http.Request
-	raw  http.ResponseWriter // the server's, under the gateway's wrappers
+	raw  http.ResponseWriter // the server's, under the gateway's wrappers (see endConnection)
 	ctl  *http.ResponseController
 	idle time.Duration
 	max  int64 // bytes; 0: no limit
@@ -81,7 +81,7 @@ func wrapBody(w http.ResponseWriter, r *http.Request, s *snapshot) *clientBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	b := &clientBody{rc: r.Body, orig: r.Body, req: r, raw: unwrapWriter(w), ctl: http.NewResponseController(w), idle: s.cfg.ClientBodyTimeout}
+	b := &clientBody{orig: r.Body, req: r, raw: unwrapWriter(w), ctl: http.NewResponseController(w), idle: s.cfg.ClientBodyTimeout}
 	r.Body = b
 	return b
 }
@@ -120,7 +120,7 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 	}
 	// A route of a reload may come after another (see admit): its bound,
 	// or none, replaces the other's.
-	b.max, b.tooLarge, b.rc = 0, "", b.orig
+	b.max, b.tooLarge = 0, ""
 	if max <= 0 {
 		return true
 	}
@@ -129,11 +129,9 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 		refuseBody(w, ex, &bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
 		return false
 	}
+	// Read counts against it, and settle tells the server to close the
+	// connection when the body went past it.
 	b.max = max
-	// http.MaxBytesReader also tells the server, when the body goes past
-	// it, to close the connection after the answer without reading the
-	// rest, lingering first so that a client still sending gets the 413.
-	b.rc = http.MaxBytesReader(b.raw, b.orig, max-b.n)
 	return true
 }
 
@@ -194,6 +192,26 @@ func (b *clientBody) settle() {
 		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 		b.reading.Unlock()
 	}
+	if f := b.fail.Load(); f != nil && f.status == http.StatusRequestEntityTooLarge {
+		endConnection(b.raw)
+	}
+}
+
+// endConnection tells the server of w, an HTTP/1 one, to close the
+// connection after the answer without reading the rest of the request
+// body, and to linger before it closes, so that a client still sending
+// its body reads the answer (a 413) rather than a reset. It must run on
+// the handler's goroutine: net/http offers this only through
+// http.MaxBytesReader, whose reader, past its limit, sets Connection:
+// close in the answer's header map unless the header is out. Put in front
+// of the body itself, it did so from whichever goroutine read the body
+// (the transport's, while the handler wrote the same map: an upstream's
+// early answer or its 1xx), a concurrent map write that ends the process.
+// A reader with a limit of 0 over one byte does it here instead. Other
+// servers (HTTP/2) are left alone.
+func endConnection(w http.ResponseWriter) {
+	var one [1]byte
+	http.MaxBytesReader(w, io.NopCloser(bytes.NewReader(one[:])), 0).Read(one[:])
 }
 
 func tooLargeDetail(rt *route, max int64) string {
@@ -206,7 +224,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		return 0, f
 	}
 	if b.done.Load() {
-		return b.rc.Read(p)
+		return b.orig.Read(p)
 	}
 	b.reading.Lock()
 	defer b.reading.Unlock()
@@ -232,10 +250,12 @@ func (b *clientBody) Read(p []byte) (int, error) {
 		// may have replaced the one it set to end this read.
 		return 0, errHandlerEnded
 	}
-	n, err := b.rc.Read(p)
+	n, err := b.orig.Read(p)
 	b.n += int64(n)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
+	if b.max > 0 && b.n > b.max {
+		// The byte past max_body is not handed on.
+		n -= int(b.n - b.max)
+		b.n = b.max
 		err = b.failed(&bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
 	} else if err != nil && err != io.EOF && !b.closed.Load() {
 		err = b.failed(classify(err, byWhole, b.idle, b.req.ProtoMajor == 2 && b.req.Context().Err() != nil))
@@ -277,7 +297,7 @@ func (b *clientBody) Close() error {
 	if guard {
 		b.ctl.SetReadDeadline(time.Now().Add(b.idle))
 	}
-	err := b.rc.Close()
+	err := b.orig.Close()
 	if guard {
 		b.ctl.SetReadDeadline(time.Time{})
 	}

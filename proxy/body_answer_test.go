@@ -3,9 +3,12 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -102,5 +105,65 @@ routes:
 				t.Errorf("got %d after %v, want %d at once (the client waits for 100 Continue before its body)", resp.StatusCode, took.Round(time.Millisecond), tc.want)
 			}
 		})
+	}
+}
+
+// TestOversizeBodyWhileTheUpstreamAnswers: a streamed body that goes past
+// max_body while the upstream is already answering (early hints, then its
+// headers, without reading the body) is cut, and the connection is closed
+// after the answer. Finding the body too large on the transport's
+// goroutine used to write the answer's header map there (net/http's
+// MaxBytesReader does) while the handler wrote the same map: a data race
+// the race detector reports, and a concurrent map write that ends the
+// process.
+func TestOversizeBodyWhileTheUpstreamAnswers(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for range 20 {
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+		}
+		for i := range 20 {
+			w.Header().Set(fmt.Sprintf("X-Answer-%d", i), "yes")
+		}
+		w.WriteHeader(http.StatusUnauthorized)
+		io.Copy(io.Discard, r.Body)
+	}))
+	t.Cleanup(up.Close)
+	srv, _ := newTestGateway(t, "routes:\n  - name: upload\n    upstream: %s\n    max_body: 1KiB\n", up.URL)
+	addr := srv.Listener.Addr().String()
+	for i := range 30 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+		go func() {
+			chunk := "100\r\n" + strings.Repeat("a", 256) + "\r\n"
+			for range 64 { // 16 KiB, past max_body
+				if _, err := io.WriteString(c, chunk); err != nil {
+					return
+				}
+			}
+			io.WriteString(c, "0\r\n\r\n")
+		}()
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		for err == nil && resp.StatusCode < 200 {
+			resp, err = http.ReadResponse(br, nil)
+		}
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("attempt %d: got %d, want the upstream's 401 or a 413", i, resp.StatusCode)
+		}
+		if resp.StatusCode == http.StatusRequestEntityTooLarge && !resp.Close {
+			t.Errorf("attempt %d: a 413 that keeps the connection open", i)
+		}
+		c.Close()
 	}
 }
