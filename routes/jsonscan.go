@@ -141,19 +141,24 @@ func (s *scanner) member(pos int, want []byte, seen bool) (int, bool, scanStatus
 	var sel bool
 	// Most names are short plain ASCII: when the lowest mark of
 	// stringSpecial in the word at the name's start is a quote, the bytes
-	// before it are the whole name, printable ASCII without escapes.
+	// before it are the whole name, printable ASCII without escapes. A
+	// word without a mark is 8 such bytes, so a name of 8 to 15 bytes is
+	// read as well from the next word, whose lowest mark is as exact.
+	// Longer names, and names with escapes or bytes beyond ASCII, are left
+	// to scanString.
+	//
+	// Such a name equals want in any letter case byte for byte, as
+	// bytes.EqualFold compares ASCII, except that a rune of want beyond
+	// ASCII may fold to an ASCII one (the Kelvin sign to "k"): longer in
+	// bytes than the letter it matches, so only a longer want needs
+	// bytes.EqualFold, and at equal lengths a byte beyond ASCII matches
+	// nothing. (The compare is written out in both places: as a function
+	// of its own it was not inlined, and cost a call a name.)
 	if len(b)-pos >= 8 {
 		w := binary.LittleEndian.Uint64(b[pos:])
 		if m := stringSpecial(w); m != 0 {
 			n := bits.TrailingZeros64(m) >> 3
 			if byte(w>>(n*8)) == '"' {
-				// Such a name equals want in any letter case byte for
-				// byte, as bytes.EqualFold compares ASCII, except that a
-				// rune of want beyond ASCII may fold to an ASCII one (the
-				// Kelvin sign to "k"): longer in bytes than the letter it
-				// matches, so only a longer want needs bytes.EqualFold,
-				// and at equal lengths a byte beyond ASCII matches
-				// nothing.
 				name := b[pos : pos+n]
 				pos += n + 1
 				if n == len(want) {
@@ -162,6 +167,21 @@ func (s *scanner) member(pos int, want []byte, seen bool) (int, bool, scanStatus
 					sel = bytes.EqualFold(name, want)
 				}
 				goto nameRead
+			}
+		} else if len(b)-pos >= 16 {
+			w = binary.LittleEndian.Uint64(b[pos+8:])
+			if m := stringSpecial(w); m != 0 {
+				n := 8 + bits.TrailingZeros64(m)>>3
+				if byte(w>>((n-8)*8)) == '"' {
+					name := b[pos : pos+n]
+					pos += n + 1
+					if n == len(want) {
+						sel = equalFoldASCII(name, want)
+					} else if n < len(want) {
+						sel = bytes.EqualFold(name, want)
+					}
+					goto nameRead
+				}
 			}
 		}
 	}

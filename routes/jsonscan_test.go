@@ -362,6 +362,13 @@ func TestJSONScanPathNames(t *testing.T) {
 		{`{"k@":"a"}`, "K`", ""}, // @ and ` differ in bit 5 but are no letters
 		{`{"[":"a"}`, "{", ""},
 		{`{"":"a"}`, "", "a"},
+		// Names of 8 to 15 bytes end in the word after their first 8.
+		{`{"field_10":"a"}`, "FIELD_10", "a"},
+		{`{"field_10key":"a"}`, "field_10Key", "a"},
+		{`{"field_10":"a","Field_10":"b"}`, "field_10", ""},
+		{`{"field_10":"a"}`, "field_1", ""},
+		{`{"field_1\u0030":"a"}`, "field_10", "a"},
+		{`{"fieldfield_10":"a"}`, "fieldfield_10", "a"},
 	} {
 		path := splitPath(tc.path)
 		got, valid, dup := scanField(nil, []byte(tc.body), path)
