@@ -31,6 +31,11 @@ type scanner struct {
 	b     []byte
 	path  [][]byte
 	kinds kindStack
+	// skip is skipValue's state, kept from one value to the next so that
+	// its nameCache serves every value skipped in the walk (the members
+	// of an object on the path, each a record with the same names), and
+	// so that each value does not zero it anew.
+	skip skipper
 }
 
 // walk validates the whole body and returns the raw value at the path

@@ -300,6 +300,9 @@ func TestJSONScanRepeatedNames(t *testing.T) {
 				`{"x":1,"a":[` + first + `,` + next + `]}`,
 				`{"x":1,"a":[` + first + `,` + first + `,` + next + `,` + first + `]}`,
 				`{"x":1,"a":[{"o":` + first + `},{"o":` + next + `}]}`,
+				// Values skipped one by one keep the names of those before.
+				`{"f0":` + first + `,"f1":` + next + `,"x":1}`,
+				`{"f0":[` + first + `],"f1":` + first + `,"f2":[` + next + `],"x":1}`,
 			} {
 				checkAgainstOracle(t, []byte(body), path)
 			}
@@ -338,6 +341,8 @@ func TestJSONScanNameCacheOff(t *testing.T) {
 				`{"x":1,"a":[` + b.String() + last + `]}`,
 				`{"x":1,"a":[` + b.String() + turns[0] + `,` + last + `]}`,
 				`{"x":1,"a":[` + b.String() + `{"o":` + last + `}]}`,
+				`{"f0":[` + b.String() + `{}],"f1":` + last + `,"x":1}`,
+				`{"f0":[` + b.String() + `{}],"f1":[` + turns[1] + `,` + last + `],"x":1}`,
 			} {
 				checkAgainstOracle(t, []byte(body), path)
 			}

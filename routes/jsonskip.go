@@ -26,11 +26,14 @@ func (s *scanner) skipValue(pos, depth int) int {
 		return scanScalar(s.b, pos)
 	}
 	// Set field by field: a composite literal is built in a temporary
-	// and copied.
-	var v skipper
+	// and copied. Every field but names is set; names is kept from the
+	// values skipped before (see nameCache), but the first object of this
+	// value turns nothing off.
+	v := &s.skip
 	v.b, v.pos, v.limit = s.b, pos, maxDepth-depth
 	v.floor = nearFloor(v.limit)
 	v.near = v.floor
+	v.spilled, v.resume, v.names.armed = 0, atValue, false
 	for {
 		switch v.run() {
 		case stopDone:
@@ -111,11 +114,14 @@ type skipper struct {
 // last name that run read there in one word: the 8 bytes w it read from
 // inside the name, which held the rest of the name, its quote and a
 // colon. The bytes after the colon are set in rests and in words, so that
-// w|rests[i] == words[i] says that w starts with the same bytes. An entry
-// not yet kept is all zeros (skipValue does not set it): it matches only a
-// word of 8 NUL bytes, which no valid name holds, and with a length of 0 it
-// leaves pos on the NUL, which objValue then rejects as no value's start,
-// as the scan of the name would have rejected it.
+// w|rests[i] == words[i] says that w starts with the same bytes. The
+// cache lives in the scanner and serves every value it skips: the names
+// of one value's records and those of values that follow one another,
+// as the members of an object on the path. An entry not yet kept is all
+// zeros (the scanner starts zeroed, and skipValue does not set names): it
+// matches only a word of 8 NUL bytes, which no valid name holds, and with
+// a length of 0 it leaves pos on the NUL, which objValue then rejects as
+// no value's start, as the scan of the name would have rejected it.
 //
 // A match needs no look at the bytes: they are those of an earlier name,
 // where stringSpecial found that the ones before the quote stand for
@@ -130,6 +136,13 @@ type skipper struct {
 type nameCache struct {
 	words, rests [8]uint64
 	lens         [8]uint8 // how many bytes words[i] has up to the colon's end
+	// armed says that run kept a name in the value it skips: only then
+	// does an object whose first name misses turn the cache off (see
+	// nameCacheOff). The names kept come from the values skipped before
+	// as well, and a value of another shape (a record of an array after
+	// the object before it) would otherwise turn it off at its first
+	// object.
+	armed bool
 }
 
 // nameRests[i] has the bits set of the bytes of a word after a colon at
@@ -142,8 +155,9 @@ var nameRests = [8]uint64{
 }
 
 // nameCacheOff is skipper.run's place k after an object's first name was
-// not the one that an earlier object had first (an empty entry does not
-// count): its records do not repeat their names. Any k >= 8 leaves
+// not the one that an earlier object had first, once run kept a name in
+// the value it skips (nameCache.armed): its records do not repeat their
+// names. Any k >= 8 leaves
 // nameCache alone, neither compared nor kept, and names cost what they
 // cost without it. Each object that opens shifts k right by 4: a place,
 // at most 8, becomes 0, and nameCacheOff becomes 2^59, ..., 2^3, then 0,
@@ -513,7 +527,8 @@ name: // The rest of a member name starts at pos.
 			// Keep the bytes up to the colon for the next object. An
 			// object whose first name is not the one kept first turns
 			// the cache off for a while (see nameCacheOff).
-			turned := k == 0 && v.names.lens[0] != 0
+			turned := k == 0 && v.names.armed
+			v.names.armed = true
 			rest := nameRests[t>>3]
 			v.names.words[k], v.names.rests[k], v.names.lens[k] = w|rest, rest, uint8(t>>3+2)
 			k++
