@@ -374,13 +374,22 @@ func TestJSONScanPathNames(t *testing.T) {
 		{`{"field_10":"a"}`, "field_1", ""},
 		{`{"field_1\u0030":"a"}`, "field_10", "a"},
 		{`{"fieldfield_10":"a"}`, "fieldfield_10", "a"},
+		{`{"key" :"a"}`, "KEY", "a"},
+		{`{"key": "a"}`, "KEY", "a"},
+		{`{"key":"a","ke\u0079":"b"}`, "KEY", ""},
+		{`{"fieldfield_1000":"a"}`, "FIELDFIELD_1000", "a"},
+		{`{"fieldfield_10000":"a"}`, "FIELDFIELD_10000", "a"},
 	} {
 		path := splitPath(tc.path)
-		got, valid, dup := scanField(nil, []byte(tc.body), path)
-		if !valid && !dup || string(got) != tc.want {
-			t.Errorf("body %q, path %q: got %q valid=%v dup=%v, want %q", tc.body, tc.path, got, valid, dup, tc.want)
+		// As it is, and with more after it, so that the name is not
+		// in the body's last 16 bytes (see member).
+		for _, body := range []string{tc.body, strings.TrimSuffix(tc.body, "}") + `,"zzzzzzzzzzzzzzzzzzzz":0}`} {
+			got, valid, dup := scanField(nil, []byte(body), path)
+			if !valid && !dup || string(got) != tc.want {
+				t.Errorf("body %q, path %q: got %q valid=%v dup=%v, want %q", body, tc.path, got, valid, dup, tc.want)
+			}
+			checkAgainstOracle(t, []byte(body), path)
 		}
-		checkAgainstOracle(t, []byte(tc.body), path)
 	}
 	for n := 0; n < 20; n++ {
 		name := strings.Repeat("n", n)
