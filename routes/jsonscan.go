@@ -53,6 +53,7 @@ func (s *scanner) walk() ([]byte, scanStatus) {
 	depth, want, idx := 0, -1, 0
 	seen, sel := false, true // sel: the value at pos is at path[:depth]
 	pos := skipSpace(b, 0)
+value:
 	for {
 		// A value starts at pos.
 		if pos >= len(b) {
@@ -90,8 +91,26 @@ func (s *scanner) walk() ([]byte, scanStatus) {
 			seen = seen || sel
 			continue
 		default:
-			if pos = s.skipValue(pos, depth); pos < 0 {
-				return nil, scanInvalid
+			// A value off the path. Most often it is a member of an
+			// object on the path, and the next member's name follows at
+			// once: read it here, and skip its value too unless it is on
+			// the path, without the rounds of the loops below and above.
+			// Anything else after the value is for the loop below.
+			for {
+				if pos = s.skipValue(pos, depth); pos < 0 {
+					return nil, scanInvalid
+				}
+				if depth == 0 || pos+1 >= len(b) || b[pos] != ',' || b[pos+1] != '"' || !s.kinds.object(depth) {
+					break
+				}
+				var st scanStatus
+				if pos, sel, st = s.member(pos+1, path[depth-1], seen); st != scanValid {
+					return nil, st
+				}
+				if sel {
+					seen = true
+					continue value
+				}
 			}
 		}
 		// After a value: close the containers it ends, then go to the

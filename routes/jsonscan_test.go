@@ -350,6 +350,45 @@ func TestJSONScanNameCacheOff(t *testing.T) {
 	}
 }
 
+// TestJSONScanMembersInTurn: the walk reads the members of an object on
+// the path one after another where each value off the path is followed
+// at once by the next name, and leaves everything else (arrays, spaces,
+// the end of the object, a value at the top) to its general loop.
+func TestJSONScanMembersInTurn(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body, path, want string
+		valid, dup       bool
+	}{
+		{`{"a":1,"b":{"c":2},"x":"v"}`, "x", "v", true, false},
+		{`{"a":1,"x":"v","b":2}`, "x", "v", true, false},
+		{`{"a":1,"x":"v","X":"w"}`, "x", "", false, true},
+		{`{"x":"v","a":1,"X":"w"}`, "x", "", false, true},
+		{`{"a":1,"x":{"y":"v","z":1},"y":2}`, "x.y", "v", true, false},
+		{`{"a":1,"x":{"z":1,"y":"v"},"y":2}`, "x.y", "v", true, false},
+		{`{"a":1,"x":{"z":1,"Y":"v","y":"w"}}`, "x.y", "", false, true},
+		{`[1,"x"]`, "1", "x", true, false},
+		{`[1,"x",{"x":"v"}]`, "2.x", "v", true, false},
+		{`{"a":[1,"x"],"x":"v"}`, "x", "v", true, false},
+		{`{"a":1 ,"x":"v"}`, "x", "v", true, false},
+		{`{"a":1, "x":"v"}`, "x", "v", true, false},
+		{`{"a":1,"x" :"v"}`, "x", "v", true, false},
+		{`{"a":1,"b":2}`, "x", "", true, false},
+		{`{"a":1,"b":2,}`, "x", "", false, false},
+		{`{"a":1,"b"}`, "x", "", false, false},
+		{`{"a":1,"`, "x", "", false, false},
+		{`{"a":1,"x`, "x", "", false, false},
+		{`"x"`, "x", "", true, false},
+		{`"x","a"`, "x", "", false, false},
+	} {
+		got, valid, dup := scanField(nil, []byte(tc.body), splitPath(tc.path))
+		if string(got) != tc.want || valid != tc.valid || dup != tc.dup {
+			t.Errorf("body %q, path %q: got %q valid=%v dup=%v, want %q valid=%v dup=%v", tc.body, tc.path, got, valid, dup, tc.want, tc.valid, tc.dup)
+		}
+		checkAgainstOracle(t, []byte(tc.body), splitPath(tc.path))
+	}
+}
+
 // TestJSONScanPathNames: the names of the objects on the path, short
 // and plain or not, match in any letter case, Unicode's simple folding
 // included, at every length around a word's 8 bytes.
