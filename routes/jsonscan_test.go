@@ -389,6 +389,37 @@ func TestJSONScanMembersInTurn(t *testing.T) {
 	}
 }
 
+// TestJSONScanLiterals: a member's true, false or null that the next
+// name follows at once is read with the comma and the name's quote as
+// one word (see skipper.run); each byte of the literal changed, and every
+// ending near the body's end, reads as the oracle reads it.
+func TestJSONScanLiterals(t *testing.T) {
+	t.Parallel()
+	path := splitPath("x")
+	for _, lit := range []string{"true", "false", "null"} {
+		lits := []string{lit, lit[:len(lit)-1]}
+		for i := range lit {
+			for _, c := range []string{"x", `"`, ",", "\x00", "é"} {
+				lits = append(lits, lit[:i]+c+lit[i+1:])
+			}
+		}
+		for _, l := range lits {
+			for _, tail := range []string{`,"b":1}`, `,"b":{"c":1}}`, `,"b"}`, `,"`, `,`, `}`, ` ,"b":1}`, `,` + lit + `}`, `,"\u0062":1}`, `, "b":1}`, `,{"b":1}`, `,["b":1}`} {
+				for _, after := range []string{"", `,"zzzzzzzzzzzzzz":0}`} {
+					body := `{"a":{"k":` + l + tail
+					if after != "" {
+						body += after
+					} else {
+						body += "}"
+					}
+					checkAgainstOracle(t, []byte(body), path)
+					checkAgainstOracle(t, []byte(`{"a":[{"k":1},{"k":`+l+tail+`]}`), path)
+				}
+			}
+		}
+	}
+}
+
 // TestJSONScanPathNames: the names of the objects on the path, short
 // and plain or not, match in any letter case, Unicode's simple folding
 // included, at every length around a word's 8 bytes.

@@ -368,16 +368,38 @@ objValueByte: // A member's value starts at pos, where c is.
 	case c == '[':
 		goto openArray
 	case c == 't':
+		// Most often the next member's name follows at once: the literal,
+		// a comma and the name's quote are one word's first bytes.
+		if pos+8 <= uint(len(b)) {
+			if binary.LittleEndian.Uint64(b[pos:pos+8])&(1<<48-1) == 't'|'r'<<8|'u'<<16|'e'<<24|','<<32|'"'<<40 {
+				pos += 6
+				goto name
+			}
+		}
 		if uint(len(b))-pos < 4 || string(b[pos:pos+4]) != "true" {
 			return stopInvalid
 		}
 		pos += 4
 	case c == 'f':
+		// As for true.
+		if pos+8 <= uint(len(b)) {
+			if binary.LittleEndian.Uint64(b[pos:pos+8])&(1<<56-1) == 'f'|'a'<<8|'l'<<16|'s'<<24|'e'<<32|','<<40|'"'<<48 {
+				pos += 7
+				goto name
+			}
+		}
 		if uint(len(b))-pos < 5 || string(b[pos:pos+5]) != "false" {
 			return stopInvalid
 		}
 		pos += 5
 	case c == 'n':
+		// As for true.
+		if pos+8 <= uint(len(b)) {
+			if binary.LittleEndian.Uint64(b[pos:pos+8])&(1<<48-1) == 'n'|'u'<<8|'l'<<16|'l'<<24|','<<32|'"'<<40 {
+				pos += 6
+				goto name
+			}
+		}
 		if uint(len(b))-pos < 4 || string(b[pos:pos+4]) != "null" {
 			return stopInvalid
 		}
