@@ -161,10 +161,11 @@ value:
 // 15 bytes (as memberSlow reads it from one or two words), and a colon
 // and the value's first byte right after it. Anything else, and a name
 // shorter than a want with runes beyond ASCII (which may match it: see
-// memberSlow), is left to memberSlow from the start. The only call is that last one, with nothing to keep across
-// it, so the compiler keeps the arguments in registers throughout; with
-// the calls of memberSlow in the same function, it saved them to the
-// stack on entry, which cost about a fifth of a member's instructions.
+// memberSlow), is left to memberSlow from the start. That call is the
+// only one, and the last step, with nothing to keep across it, so the
+// compiler keeps more of the arguments in registers; with the calls of
+// memberSlow in the same function, it saved them all to the stack on
+// entry, which cost about a fifth of a member's instructions.
 func (s *scanner) member(pos int, want []byte, seen bool) (int, bool, scanStatus) {
 	b := s.b
 	if p := pos + 1; pos < len(b) && b[pos] == '"' && len(b)-p >= 16 {
@@ -224,8 +225,9 @@ func (s *scanner) memberSlow(pos int, want []byte, seen bool) (int, bool, scanSt
 	// ASCII may fold to an ASCII one (the Kelvin sign to "k"): longer in
 	// bytes than the letter it matches, so only a longer want needs
 	// bytes.EqualFold, and at equal lengths a byte beyond ASCII matches
-	// nothing. (The compare is written out in both places: as a function
-	// of its own it was not inlined, and cost a call a name.)
+	// nothing. (The compare is written out in each place, here and in
+	// member: as a function of its own it was not inlined, and cost a
+	// call a name.)
 	if len(b)-pos >= 8 {
 		w := binary.LittleEndian.Uint64(b[pos:])
 		if m := stringSpecial(w); m != 0 {

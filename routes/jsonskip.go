@@ -157,12 +157,11 @@ var nameRests = [8]uint64{
 // nameCacheOff is skipper.run's place k after an object's first name was
 // not the one that an earlier object had first, once run kept a name in
 // the value it skips (nameCache.armed): its records do not repeat their
-// names. Any k >= 8 leaves
-// nameCache alone, neither compared nor kept, and names cost what they
-// cost without it. Each object that opens shifts k right by 4: a place,
-// at most 8, becomes 0, and nameCacheOff becomes 2^59, ..., 2^3, then 0,
-// so the cache stays off for the rest of this object and the next 15,
-// and the object after them tries it again. A body whose records do not
+// names. Any k >= 8 leaves nameCache alone, neither compared nor kept,
+// and names cost what they cost without it. Each object that opens
+// shifts k right by 4: a place, at most 8, becomes 0, and nameCacheOff
+// becomes 2^59, ..., 2^3, then 0, so the cache stays off for the rest of
+// this object and the next 15, and the object after them tries it again. A body whose records do not
 // repeat their names pays for a failed compare and a kept name once in
 // 16 objects, and for a test of k at every name.
 const nameCacheOff = 1 << 63
