@@ -190,44 +190,9 @@ func TestNextTargetAfterFailedConnect(t *testing.T) {
 				scheme = "https"
 			}
 			srv, m, access := nextupGateway(t, nextupRoute, up, refusedURL(t, scheme))
-			resp, err := testClient.Do(nextupRequest(t, srv.URL, tc.body, tc.chunked, tc.isJSON))
-			if err != nil {
-				t.Fatal(err)
-			}
-			answer, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if want := fmt.Sprintf("got %d bytes", len(tc.body)); resp.StatusCode != 200 || string(answer) != want {
-				t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, answer, want)
-			}
-			bodies, protos := up.got()
-			if len(bodies) != 1 {
-				t.Fatalf("the live target got %d requests, want 1", len(bodies))
-			}
-			if !bytes.Equal(bodies[0], tc.body) {
-				t.Errorf("the live target got %d bytes, not the %d sent", len(bodies[0]), len(tc.body))
-			}
-			if tc.tls && protos[0] != 2 {
-				t.Errorf("the https target got HTTP/%d, want HTTP/2", protos[0])
-			}
-			if got := resp.Header.Get("X-RateLimit-Remaining"); got != "9" {
-				t.Errorf("X-RateLimit-Remaining: got %q, want 9 (the request counted once)", got)
-			}
-			if n := upstreamErrors(t, m); n != 0 {
-				t.Errorf("sluice_upstream_errors_total: got %v, want 0", n)
-			}
+			wantMovedOn(t, srv, m, access, up, nextupRequest(t, srv.URL, tc.body, tc.chunked, tc.isJSON), tc.body)
 			if n := counterSum(t, m, "sluice_ratelimit_refunds_total"); n != 1 {
 				t.Errorf("sluice_ratelimit_refunds_total: got %v, want 1", n)
-			}
-			srv.Close() // waits for the handler, which writes the access line as it ends
-			var line struct {
-				Upstream string `json:"upstream"`
-				Status   int    `json:"status"`
-			}
-			if err := json.Unmarshal([]byte(access.lines()[0]), &line); err != nil {
-				t.Fatal(err)
-			}
-			if want := strings.TrimPrefix(up.URL, scheme+"://"); line.Upstream != want || line.Status != 200 {
-				t.Errorf("access line: got upstream %q status %d, want %q 200", line.Upstream, line.Status, want)
 			}
 		})
 	}
@@ -432,5 +397,51 @@ func TestNextTargetOnlyWhileBodyUnread(t *testing.T) {
 				t.Errorf("the client's body was closed %d times, want once", closes)
 			}
 		})
+	}
+}
+
+// wantMovedOn sends req, whose body is body, through srv and checks that it
+// reached the live target up and no other: the client got up's answer,
+// up got the exact bytes once (over HTTP/2 when it is an https:// one),
+// the request was counted once and no upstream error at all, and the
+// access line, written as srv closes, names up.
+func wantMovedOn(t *testing.T, srv *httptest.Server, m *metrics.Metrics, access *lockedBuffer, up *liveUpstream, req *http.Request, body []byte) {
+	t.Helper()
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf("got %d bytes", len(body)); resp.StatusCode != 200 || string(answer) != want {
+		t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, answer, want)
+	}
+	bodies, protos := up.got()
+	if len(bodies) != 1 {
+		t.Fatalf("the live target got %d requests, want 1", len(bodies))
+	}
+	if !bytes.Equal(bodies[0], body) {
+		t.Errorf("the live target got %d bytes, not the %d sent", len(bodies[0]), len(body))
+	}
+	scheme, _, _ := strings.Cut(up.URL, "://")
+	if scheme == "https" && protos[0] != 2 {
+		t.Errorf("the https target got HTTP/%d, want HTTP/2", protos[0])
+	}
+	if got := resp.Header.Get("X-RateLimit-Remaining"); got != "9" {
+		t.Errorf("X-RateLimit-Remaining: got %q, want 9 (the request counted once)", got)
+	}
+	if n := upstreamErrors(t, m); n != 0 {
+		t.Errorf("sluice_upstream_errors_total: got %v, want 0", n)
+	}
+	srv.Close() // waits for the handler, which writes the access line as it ends
+	var line struct {
+		Upstream string `json:"upstream"`
+		Status   int    `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(access.lines()[0]), &line); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.TrimPrefix(up.URL, scheme+"://"); line.Upstream != want || line.Status != 200 {
+		t.Errorf("access line: got upstream %q status %d, want %q 200", line.Upstream, line.Status, want)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -191,43 +190,9 @@ func TestNextTargetAfterFailedHandshake(t *testing.T) {
 				}
 				up := newLiveUpstream(t, true)
 				srv, m, access := tlsNextGateway(t, nextupRoute, up, roots, badURL, up.URL)
-				resp, err := testClient.Do(nextupRequest(t, srv.URL, tc.body, tc.chunked, tc.isJSON))
-				if err != nil {
-					t.Fatal(err)
-				}
-				answer, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if want := fmt.Sprintf("got %d bytes", len(tc.body)); resp.StatusCode != 200 || string(answer) != want {
-					t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, answer, want)
-				}
-				bodies, protos := up.got()
-				if len(bodies) != 1 {
-					t.Fatalf("the live target got %d requests, want 1", len(bodies))
-				}
-				if !bytes.Equal(bodies[0], tc.body) {
-					t.Errorf("the live target got %d bytes, not the %d sent", len(bodies[0]), len(tc.body))
-				}
-				if protos[0] != 2 {
-					t.Errorf("the live target got HTTP/%d, want HTTP/2", protos[0])
-				}
+				wantMovedOn(t, srv, m, access, up, nextupRequest(t, srv.URL, tc.body, tc.chunked, tc.isJSON), tc.body)
 				if n := badRequests.Load(); n != 0 {
 					t.Errorf("the failing target served %d requests, want 0", n)
-				}
-				if got := resp.Header.Get("X-RateLimit-Remaining"); got != "9" {
-					t.Errorf("X-RateLimit-Remaining: got %q, want 9 (the request counted once)", got)
-				}
-				if n := upstreamErrors(t, m); n != 0 {
-					t.Errorf("sluice_upstream_errors_total: got %v, want 0", n)
-				}
-				srv.Close() // waits for the handler, which writes the access line as it ends
-				var line struct {
-					Upstream string `json:"upstream"`
-				}
-				if err := json.Unmarshal([]byte(access.lines()[0]), &line); err != nil {
-					t.Fatal(err)
-				}
-				if want := strings.TrimPrefix(up.URL, "https://"); line.Upstream != want {
-					t.Errorf("access line: got upstream %q, want %q", line.Upstream, want)
 				}
 			})
 		}
