@@ -224,15 +224,7 @@ routes:
 			// The "live" one is a third refused target here.
 			dead := &liveUpstream{Server: &httptest.Server{URL: refusedURL(t, "http")}}
 			srv, m, _ := nextupGateway(t, route, dead, refusedURL(t, "http"), refusedURL(t, "http"))
-			resp, err := testClient.Do(nextupRequest(t, srv.URL, tc.body, tc.chunked, tc.isJSON))
-			if err != nil {
-				t.Fatal(err)
-			}
-			answer, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(answer), "unavailable") {
-				t.Errorf("got %d %s %q, want 502 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"), answer)
-			}
+			want502(t, nextupRequest(t, srv.URL, tc.body, tc.chunked, tc.isJSON))
 			if n := upstreamErrors(t, m); n != 1 {
 				t.Errorf("sluice_upstream_errors_total: got %v, want 1", n)
 			}
@@ -443,5 +435,20 @@ func wantMovedOn(t *testing.T, srv *httptest.Server, m *metrics.Metrics, access 
 	}
 	if want := strings.TrimPrefix(up.URL, scheme+"://"); line.Upstream != want || line.Status != 200 {
 		t.Errorf("access line: got upstream %q status %d, want %q 200", line.Upstream, line.Status, want)
+	}
+}
+
+// want502 sends req and checks that it is answered 502 problem+json, as
+// an upstream nobody could reach.
+func want502(t *testing.T, req *http.Request) {
+	t.Helper()
+	resp, err := testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(answer), "unavailable") {
+		t.Errorf("got %d %s %q, want 502 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"), answer)
 	}
 }

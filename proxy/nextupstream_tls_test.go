@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,15 +232,7 @@ routes:
 			}
 			trust := newLiveUpstream(t, true) // lends its trusted roots only
 			srv, m, _ := tlsNextGateway(t, route, trust, roots, urls...)
-			resp, err := testClient.Do(nextupRequest(t, srv.URL, tc.body, false, tc.isJSON))
-			if err != nil {
-				t.Fatal(err)
-			}
-			answer, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(answer), "unavailable") {
-				t.Errorf("got %d %s %q, want 502 problem+json", resp.StatusCode, resp.Header.Get("Content-Type"), answer)
-			}
+			want502(t, nextupRequest(t, srv.URL, tc.body, false, tc.isJSON))
 			if got := upstreamErrorKinds(t, m); len(got) != 1 || got["tls"] != 1 {
 				t.Errorf("sluice_upstream_errors_total: got %v, want tls once", got)
 			}
