@@ -57,6 +57,7 @@ func UpstreamErrorKindOf(err error) UpstreamErrorKind {
 		unknownCA  x509.UnknownAuthorityError
 		hostErr    x509.HostnameError
 		invalidErr x509.CertificateInvalidError
+		opErr      *net.OpError
 	)
 	switch {
 	case err == nil:
@@ -70,7 +71,11 @@ func UpstreamErrorKindOf(err error) UpstreamErrorKind {
 		errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return UpstreamReset
 	case errors.As(err, &recordErr), errors.As(err, &alertErr), errors.As(err, &verifyErr),
-		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr):
+		errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr),
+		errors.As(err, &opErr) && opErr.Op == "remote error":
+		// An alert the upstream sent reaches the caller as a net.OpError
+		// "remote error" around crypto/tls's own, unexported alert type
+		// (tls.AlertError is QUIC's); crypto/tls alone uses that Op.
 		return UpstreamTLS
 	}
 	return UpstreamOther

@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"syscall"
@@ -91,5 +94,29 @@ func TestStrings(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+// TestUpstreamErrorKindOfRealAlert: a TLS alert the upstream sends in its
+// handshake (here: no protocol version in common) reaches the transport's
+// caller as a net.OpError "remote error" around crypto/tls's own alert
+// type, not as tls.AlertError (which is QUIC's): it is a tls error all
+// the same.
+func TestUpstreamErrorKindOfRealAlert(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS13}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MaxVersion: tls.VersionTLS12}}
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tr}).Get(srv.URL)
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("the handshake succeeded, want an alert")
+	}
+	if got, want := UpstreamErrorKindOf(err), UpstreamTLS; got != want {
+		t.Errorf("got %v, want %v (%v)", got, want, err)
 	}
 }
