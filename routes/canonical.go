@@ -2,6 +2,7 @@ package routes
 
 import (
 	"errors"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -169,9 +170,17 @@ func CanonicalHost(host string, tls bool) (string, error) {
 	}
 	name, port := host, ""
 	if strings.HasPrefix(host, "[") {
-		if i := strings.IndexByte(host, ']'); i >= 0 {
-			name, port = host[:i+1], host[i+1:]
+		// An IP literal, the one place a "%" may stand (an IPv6 zone):
+		// it must be closed and hold an IPv6 address, or an escaped name
+		// ("[api%2eexample.com]") would pass as one.
+		i := strings.IndexByte(host, ']')
+		if i < 0 {
+			return "", ErrHostChar
 		}
+		if a, err := netip.ParseAddr(host[1:i]); err != nil || !a.Is6() {
+			return "", ErrHostChar
+		}
+		name, port = host[:i+1], host[i+1:]
 	} else if i := strings.LastIndexByte(host, ':'); i >= 0 && strings.IndexByte(host, ':') == i {
 		name, port = host[:i], host[i:]
 	}

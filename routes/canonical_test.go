@@ -93,6 +93,13 @@ func TestCanonicalHost(t *testing.T) {
 		{"api%2eexample.com", false, "", ErrHostChar},
 		{"%61pi.example.com:80", false, "", ErrHostChar},
 		{"[fe80::1%25en0]:80", false, "[fe80::1%25en0]", nil},
+		// Brackets hold an IPv6 address and nothing else: the "%" rule
+		// above spares what they hold, so an unclosed or non-address
+		// literal would carry an escaped name past it.
+		{"[api%2eexample.com", false, "", ErrHostChar},
+		{"[api%2eexample.com]", false, "", ErrHostChar},
+		{"[1.2.3.4]", false, "", ErrHostChar},
+		{"[::ffff:1.2.3.4]:80", false, "[::ffff:1.2.3.4]", nil},
 	} {
 		if got, err := CanonicalHost(tc.in, tc.tls); got != tc.want || err != tc.err {
 			t.Errorf("CanonicalHost(%q, tls %v): got %q, %v; want %q, %v", tc.in, tc.tls, got, err, tc.want, tc.err)
