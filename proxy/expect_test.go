@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -64,6 +65,112 @@ func TestExpectContinueMaxBody(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 			if got := up.complete()[before:]; len(got) != 0 {
 				t.Errorf("the upstream read %q as whole bodies, want none", got)
+			}
+		})
+	}
+}
+
+// TestOneContinuePerRequest: a client that sends Expect: 100-continue gets
+// one 100 Continue, however many the upstream sends. The server writes the
+// client's 100 when the transport first reads the body, which it does once
+// the upstream's 100 came; passing the upstream's 100s on as well sent
+// the client two or more, and a client that reads one interim answer took
+// the second for its answer (RFC 9110 §15.2: a proxy need not pass on a
+// 100 it did not ask for, and here the client had its own already).
+func TestOneContinuePerRequest(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	bodies := make(chan string, 8)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					// Two 100s, one before and one after the body
+					// came: both may go to a client that read none.
+					io.WriteString(c, "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n")
+					b, err := io.ReadAll(req.Body)
+					if err != nil {
+						return
+					}
+					io.WriteString(c, "HTTP/1.1 100 Continue\r\nX-Interim: 2\r\n\r\n")
+					bodies <- string(b)
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	srv, _ := newTestGateway(t, "routes:\n  - name: upload\n    upstream: %s\n", "http://"+ln.Addr().String())
+	for _, tc := range []struct{ name, framing, body string }{
+		{"length", "Content-Length: 10", "0123456789"},
+		{"chunked", "Transfer-Encoding: chunked", "a\r\n0123456789\r\n0\r\n\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			fmt.Fprintf(c, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n%s\r\n\r\n", tc.framing)
+			br := bufio.NewReader(c)
+			continues := 0
+			for {
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode == 100 {
+					if continues++; continues == 1 {
+						io.WriteString(c, tc.body)
+					}
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 || string(b) != "ok" {
+					t.Fatalf("got %d %q, want 200 ok", resp.StatusCode, b)
+				}
+				break
+			}
+			if continues != 1 {
+				t.Errorf("got %d interim 100 answers, want 1", continues)
+			}
+			if got := <-bodies; got != "0123456789" {
+				t.Errorf("the upstream read %q", got)
 			}
 		})
 	}

@@ -589,6 +589,14 @@ func (w *recorder) WriteHeader(code int) {
 	if informational && w.http10 {
 		return
 	}
+	if code == http.StatusContinue {
+		// The server writes the client's 100 when the transport first
+		// reads the body, which it does once the upstream's 100 came
+		// (or ExpectContinueTimeout passed). The upstream's own would
+		// be a second, and ReverseProxy passes it on only after the
+		// transport may have begun that read.
+		return
+	}
 	w.extend()
 	var by time.Time
 	if !w.wrote && !informational {
