@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -173,5 +174,39 @@ func TestOneContinuePerRequest(t *testing.T) {
 				t.Errorf("the upstream read %q", got)
 			}
 		})
+	}
+}
+
+// TestExpectContinueUpstreamAnswersFromHead: an upstream that answers from
+// the head alone, sending no 100, has its answer reach a client that sent
+// Expect: 100-continue at once, with no 100 before it and no body asked
+// of the client.
+func TestExpectContinueUpstreamAnswersFromHead(t *testing.T) {
+	t.Parallel()
+	read := make(chan int64, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, 0))
+		read <- n
+		http.Error(w, "who are you", http.StatusUnauthorized)
+	}))
+	t.Cleanup(up.Close)
+	srv, _ := newTestGateway(t, "routes:\n  - name: upload\n    upstream: %s\n", up.URL)
+	c, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "POST /up HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 1000000\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("got %d first, want the upstream's 401", resp.StatusCode)
+	}
+	if n := <-read; n != 0 {
+		t.Errorf("the upstream read %d bytes", n)
 	}
 }
