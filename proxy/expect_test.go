@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -80,62 +79,27 @@ func TestExpectContinueMaxBody(t *testing.T) {
 // 100 it did not ask for, and here the client had its own already).
 func TestOneContinuePerRequest(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
 	bodies := make(chan string, 8)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		c.SetDeadline(time.Now().Add(10 * time.Second))
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				c.SetDeadline(time.Now().Add(10 * time.Second))
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					// Two 100s, one before and one after the body
-					// came: both may go to a client that read none.
-					io.WriteString(c, "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n")
-					b, err := io.ReadAll(req.Body)
-					if err != nil {
-						return
-					}
-					io.WriteString(c, "HTTP/1.1 100 Continue\r\nX-Interim: 2\r\n\r\n")
-					bodies <- string(b)
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				}
-			}()
+			// Two 100s, one before and one after the body came:
+			// both may go to a client that read none.
+			io.WriteString(c, "HTTP/1.1 100 Continue\r\nX-Interim: 1\r\n\r\n")
+			b, err := io.ReadAll(req.Body)
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 100 Continue\r\nX-Interim: 2\r\n\r\n")
+			bodies <- string(b)
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
-	}()
-	srv, _ := newTestGateway(t, "routes:\n  - name: upload\n    upstream: %s\n", "http://"+ln.Addr().String())
+	})
+	srv, _ := newTestGateway(t, "routes:\n  - name: upload\n    upstream: %s\n", up.url())
 	for _, tc := range []struct{ name, framing, body string }{
 		{"length", "Content-Length: 10", "0123456789"},
 		{"chunked", "Transfer-Encoding: chunked", "a\r\n0123456789\r\n0\r\n\r\n"},
