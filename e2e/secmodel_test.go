@@ -194,7 +194,8 @@ func TestSecurityModelRaw(t *testing.T) {
 			// Forwarding fields of an untrusted peer
 			{"forwarding fields", rawRequest("GET /v1/otp HTTP/1.1", "", "X-Forwarded-For: 6.6.6.6", "X-Real-IP: 6.6.6.6", "True-Client-IP: 6.6.6.6",
 				"Forwarded: for=6.6.6.6", "X-Forwarded-Host: evil.example", "X-Forwarded-Proto: https", "X-Forwarded-Prefix: /admin",
-				"X-Original-URL: /admin", "X-Rewrite-URL: /admin", "X-HTTP-Method-Override: DELETE", "X-Method-Override: DELETE", "X_Forwarded_For: 6.6.6.6"), 200,
+				"X-Original-URL: /admin", "X-Rewrite-URL: /admin", "X-HTTP-Method-Override: DELETE", "X-Method-Override: DELETE", "X_Forwarded_For: 6.6.6.6",
+				"X-Client-IP: 6.6.6.6", "CF-Connecting-IP: 6.6.6.6", "Fastly-Client-IP: 6.6.6.6", "X-Cluster-Client-IP: 6.6.6.6"), 200,
 				[]string{"\r\nX-Forwarded-For: 127.0.0.1\r\n", "\r\nX-Real-Ip: 127.0.0.1\r\n", "\r\nX-Forwarded-Host: acme.example.com\r\n", "\r\nX-Forwarded-Proto: http\r\n"},
 				[]string{"6.6.6.6", "evil", "admin", "DELETE", "Forwarded:", "https"}},
 			{"forwarding fields in chunked trailers", "POST /v1/otp HTTP/1.1\r\nHost: acme.example.com\r\nTransfer-Encoding: chunked\r\n" +

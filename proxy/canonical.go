@@ -24,6 +24,21 @@ var untrustedHeaders = []string{
 	"X-Rewrite-Url",
 	"X-Http-Method-Override",
 	"X-Method-Override",
+	// Beyond SPEC's list: the other fields upstream libraries take the
+	// client's address from (Node's request-ip reads X-Client-IP before
+	// X-Forwarded-For; Django's ipware reads Client-IP, X-Forwarded and
+	// Forwarded-For), so that an upstream's own limits, logs and
+	// allow-lists see the client sluice keyed, not one the client named.
+	"X-Forwarded",
+	"Forwarded-For",
+	"X-Client-Ip",
+	"Client-Ip",
+	"X-Cluster-Client-Ip",
+	"Cf-Connecting-Ip",
+	"Cf-Connecting-Ipv6",
+	"Cf-Pseudo-Ipv4",
+	"Fastly-Client-Ip",
+	"X-Appengine-User-Ip",
 }
 
 // canonicalize puts r into the one form that routes, key sources and the
@@ -235,7 +250,7 @@ func untrusted(name string) bool {
 		return false
 	}
 	switch name[0] {
-	case 'F', 'f', 'T', 't', 'X', 'x':
+	case 'C', 'c', 'F', 'f', 'T', 't', 'X', 'x':
 	default:
 		return false
 	}

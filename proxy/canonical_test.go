@@ -282,9 +282,14 @@ func TestCanonicalRequest(t *testing.T) {
 			"X-Api-Version: 2", "X-Forwarded-For: 198.51.100.1", "X-Real-IP: 198.51.100.2", "True-Client-IP: 198.51.100.3",
 			"Forwarded: for=198.51.100.4", "X-Forwarded-Prefix: /admin", "X-Forwarded-Port: 8443", "X-Forwarded-Ssl: on",
 			"X-Original-URL: /admin", "X-Rewrite-URL: /admin", "X-HTTP-Method-Override: DELETE", "X-Method-Override: DELETE",
+			"X-Forwarded: for=198.51.100.5", "Forwarded-For: 198.51.100.6", "X-Client-IP: 198.51.100.7", "Client-IP: 198.51.100.8",
+			"X-Cluster-Client-IP: 198.51.100.9", "CF-Connecting-IP: 198.51.100.10", "CF-Connecting-IPv6: 2001:db8::1",
+			"Cf-Pseudo-IPv4: 198.51.100.11", "Fastly-Client-IP: 198.51.100.12", "X-AppEngine-User-IP: 198.51.100.13",
 		}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, []string{
 			"True-Client-Ip", "Forwarded", "X-Forwarded-Prefix", "X-Forwarded-Port", "X-Forwarded-Ssl",
 			"X-Original-Url", "X-Rewrite-Url", "X-Http-Method-Override", "X-Method-Override",
+			"X-Forwarded", "Forwarded-For", "X-Client-Ip", "Client-Ip", "X-Cluster-Client-Ip", "Cf-Connecting-Ip",
+			"Cf-Connecting-Ipv6", "Cf-Pseudo-Ipv4", "Fastly-Client-Ip", "X-Appengine-User-Ip",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,9 +342,14 @@ func TestCanonicalRequest(t *testing.T) {
 func TestCanonicalTrustedForwarding(t *testing.T) {
 	t.Parallel()
 	rig := newCanonicalRig(t, "127.0.0.1/32")
-	status, got := rig.send(t, req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "X-Forwarded-For: 198.51.100.1", "X-Forwarded-Prefix: /api"}, ""))
+	status, got := rig.send(t, req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "X-Forwarded-For: 198.51.100.1", "X-Forwarded-Prefix: /api", "CF-Connecting-IP: 198.51.100.1", "X-Client-IP: 198.51.100.1"}, ""))
 	if status != 200 || got == nil {
 		t.Fatalf("got status %d, want 200", status)
+	}
+	for _, h := range []string{"Cf-Connecting-Ip", "X-Client-Ip"} {
+		if v := got.header.Get(h); v != "198.51.100.1" {
+			t.Errorf("upstream got %s %q, want 198.51.100.1 from a trusted proxy", h, v)
+		}
 	}
 	if keys := rig.lastKeys(t); fmt.Sprint(keys) != "[198.51.100.1]" {
 		t.Errorf("got keys %q, want [198.51.100.1]", keys)
