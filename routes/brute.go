@@ -259,8 +259,9 @@ func (o *Overrides) keyOn(sources []source) {
 var overrideFields = []string{"keys", "clients", "limit", "window", "burst", "queue", "max_wait", "exempt"}
 
 // overrides decodes a policy's overrides list; base is the policy as
-// written, before NewPolicy filled in its defaults.
-func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, compiled bool) *Overrides {
+// written, before NewPolicy filled in its defaults, and sources its key
+// list as written.
+func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, sources []string, compiled bool) *Overrides {
 	items := d.items(n, path)
 	if len(items) == 0 {
 		return nil
@@ -285,11 +286,28 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, co
 			d.errorf(clients.n, field(p, "clients"), "must list at least one address or CIDR")
 		}
 		for j, k := range keys.v {
-			if k.set && slices.Contains(strings.Split(k.v, "|"), "") {
+			if !k.set {
+				continue
+			}
+			parts := strings.Split(k.v, "|")
+			switch {
+			case slices.Contains(parts, ""):
 				// A missing source is the empty value: "" would give
 				// every request without the key this override, exempt
 				// perhaps, and ${PARTNER_KEY} set to nothing is "".
 				d.errorf(k.n, index(field(p, "keys"), j), "an empty key value (or an empty part of one) matches the requests that lack that key source; is a ${VARIABLE} in it empty?")
+			case len(sources) > 1 && len(parts) != len(sources):
+				// Key values are joined by '|' as they come, so a
+				// listed "svc|ci|runner" on two sources is matched by
+				// "svc|ci" with "runner" and by "svc" with "ci|runner"
+				// alike: a guesser could take an exempt consumer's
+				// override to another account. With one part per
+				// source, only values without '|' join to it.
+				why := "a key value that holds \"|\" would let other values match it"
+				if len(parts) < len(sources) {
+					why = "no request would match it"
+				}
+				d.errorf(k.n, index(field(p, "keys"), j), "want %d values joined by \"|\", one per key source (%s), got %d: %s", len(sources), strings.Join(sources, "|"), len(parts), why)
 			}
 		}
 		var prefixes []netip.Prefix

@@ -51,6 +51,12 @@ testdata/bad_count_status.yaml:20:19: policies.empty.count_status: must list at 
 	// the override sets; the override is refused, not dropped.
 	{"bad_override_spans.yaml", `testdata/bad_override_spans.yaml:10:9: policies.api.overrides[0].burst: burst x interval (20 x 876000h0m0s) must be at most 100 years: the bucket could not be counted (with this override's numbers)
 testdata/bad_override_spans.yaml:14:9: policies.api.overrides[1].limit: the interval window / limit is 10.1µs, not a whole number of microseconds; rounded up to 11µs it would admit 8.18% fewer requests than 100 per 1.01ms (at most 0.1% is allowed) (with this override's numbers)`},
+	// On a composite key a listed value has one part per source: with more,
+	// a guesser could split it otherwise ("svc" and "ci|runner") and match
+	// as a consumer the override does not name; with fewer nothing matches.
+	// A single source may hold '|'.
+	{"bad_override_parts.yaml", `testdata/bad_override_parts.yaml:9:16: policies.logins.overrides[0].keys[0]: want 2 values joined by "|", one per key source (json:username|header:X-Device), got 3: a key value that holds "|" would let other values match it
+testdata/bad_override_parts.yaml:9:43: policies.logins.overrides[0].keys[2]: want 2 values joined by "|", one per key source (json:username|header:X-Device), got 1: no request would match it`},
 	{"bad_overrides.yaml", `testdata/bad_overrides.yaml:9:9: policies.api.overrides[0].clients: set keys or clients, not both
 testdata/bad_overrides.yaml:11:19: policies.api.overrides[1].clients[0]: invalid CIDR "10.20.1.0/16": host bits are set (did you mean 10.20.0.0/16?)
 testdata/bad_overrides.yaml:11:44: policies.api.overrides[1].clients[2]: invalid CIDR "nonsense": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7

@@ -185,7 +185,13 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 	if !skip["algorithm"] {
 		def.algorithm = p.Algorithm
 	}
-	def.overrides = d.overrides(m["overrides"].val, field(path, "overrides"), p, pol != nil)
+	var written []string
+	for _, s := range key.v {
+		if s.set {
+			written = append(written, s.v)
+		}
+	}
+	def.overrides = d.overrides(m["overrides"].val, field(path, "overrides"), p, written, pol != nil)
 	kp := field(path, "key")
 	var texts []string
 	for i, s := range key.v {
