@@ -286,6 +286,35 @@ func runBlock(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			}
 		})
 	}
+	// SPEC §8: a block is state of the bucket, "kept across a reload
+	// that leaves the policy unchanged": a new *Policy with the same
+	// settings finds the key blocked. One whose limit changed has fresh
+	// buckets, with no block (§6: only unchanged policies keep state).
+	for _, a := range ratelimit.Algorithms {
+		t.Run(a.String()+"/across a reload", func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			pol := ratelimit.Policy{Name: "block-reload-" + a.String(), Algorithm: a, Limit: 1, Window: 10 * sec, Block: time.Hour}
+			if a == ratelimit.LeakyBucket {
+				pol.Queue = 0
+			}
+			r := ratelimit.Request{Policy: mustPolicy(t, pol), Key: "k"}
+			decide(t, s, T0, []ratelimit.Request{r})
+			if d := decide(t, s, T0, []ratelimit.Request{r})[0]; d.Allowed {
+				t.Fatalf("second request: got %+v, want a rejection that blocks", d)
+			}
+			same := ratelimit.Request{Policy: mustPolicy(t, pol), Key: "k"}
+			if d := decide(t, s, T0.Add(time.Minute), []ratelimit.Request{same})[0]; d.Allowed || !d.Blocked || d.RetryAfter != time.Hour-time.Minute {
+				t.Errorf("unchanged policy, a minute later: got %+v, want Blocked with RetryAfter 59m", d)
+			}
+			changed := pol
+			changed.Limit = 2
+			fresh := ratelimit.Request{Policy: mustPolicy(t, changed), Key: "k"}
+			if d := decide(t, s, T0.Add(time.Minute), []ratelimit.Request{fresh})[0]; !d.Allowed || d.Blocked {
+				t.Errorf("limit changed: got %+v, want allowed in a fresh bucket", d)
+			}
+		})
+	}
 	t.Run("shadow never blocks", func(t *testing.T) {
 		t.Parallel()
 		s := open(t)
