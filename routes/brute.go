@@ -267,6 +267,12 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 		return nil
 	}
 	o := &Overrides{byKey: map[string]int{}, by4: map[uint64]int{}, by6: map[prefix6]int{}, ipAt: -1}
+	piped := 0 // sources whose values may hold '|'
+	for _, t := range sources {
+		if src, err := parseSource(t); err != nil || src.holdsPipe() {
+			piped++
+		}
+	}
 	for i, in := range items {
 		p := index(path, i)
 		if deref(in).Kind != yaml.MappingNode {
@@ -296,18 +302,17 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 				// every request without the key this override, exempt
 				// perhaps, and ${PARTNER_KEY} set to nothing is "".
 				d.errorf(k.n, index(field(p, "keys"), j), "an empty key value (or an empty part of one) matches the requests that lack that key source; is a ${VARIABLE} in it empty?")
-			case len(sources) > 1 && len(parts) != len(sources):
+			case len(sources) > 1 && len(parts) < len(sources):
+				d.errorf(k.n, index(field(p, "keys"), j), "want %d values joined by \"|\", one per key source (%s), got %d: no request would match it", len(sources), strings.Join(sources, "|"), len(parts))
+			case len(parts) > len(sources) && piped > 1:
 				// Key values are joined by '|' as they come, so a
 				// listed "svc|ci|runner" on two sources is matched by
 				// "svc|ci" with "runner" and by "svc" with "ci|runner"
 				// alike: a guesser could take an exempt consumer's
 				// override to another account. With one part per
-				// source, only values without '|' join to it.
-				why := "a key value that holds \"|\" would let other values match it"
-				if len(parts) < len(sources) {
-					why = "no request would match it"
-				}
-				d.errorf(k.n, index(field(p, "keys"), j), "want %d values joined by \"|\", one per key source (%s), got %d: %s", len(sources), strings.Join(sources, "|"), len(parts), why)
+				// source, only values without '|' join to it; with a
+				// single source that may hold '|' the split is known.
+				d.errorf(k.n, index(field(p, "keys"), j), "want %d values joined by \"|\", one per key source (%s), got %d: with more than one source that may hold \"|\", other values would match it", len(sources), strings.Join(sources, "|"), len(parts))
 			}
 		}
 		var prefixes []netip.Prefix

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
@@ -206,6 +207,50 @@ func TestForKeyFindsLongKeyOverride(t *testing.T) {
 	for _, key := range []string{long, string(BoundKey([]byte(long), 0))} {
 		if o := c.Overrides["p"].ForKey(key); o == nil || o.Policy.Limit != 9 {
 			t.Errorf("ForKey(%.20q...): got %+v, want the override of limit 9", key, o)
+		}
+	}
+}
+
+// TestOverrideKeyHoldingPipe: beside ip, whose value never holds '|', one
+// source may: a listed "monitor|v2|10.0.0.5" splits one way only, so it
+// matches the agent "monitor|v2" from 10.0.0.5 and nothing else.
+func TestOverrideKeyHoldingPipe(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `
+policies:
+  per-agent:
+    algorithm: fixed_window
+    limit: 1
+    window: 1m
+    key: [header:User-Agent, ip]
+    overrides:
+      - keys: ["monitor|v2|10.0.0.5"]
+        exempt: true
+routes:
+  - name: r
+    upstream: http://127.0.0.1:9000
+    limits: [per-agent]
+`, nil)
+	l := c.Table.Routes[0].Limits[0]
+	for _, tc := range []struct {
+		agent, client string
+		exempt        bool
+	}{
+		{"monitor|v2", "10.0.0.5", true},
+		{"monitor", "10.0.0.5", false},
+		{"monitor|v2|10.0.0.5", "10.0.0.6", false},
+		{"monitor|v2", "10.0.0.6", false},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("User-Agent", tc.agent)
+		client := netip.MustParseAddr(tc.client)
+		k, err := l.Key.Append(nil, r, client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ov := l.Overrides.Match(k, client)
+		if got := ov != nil && ov.Exempt; got != tc.exempt {
+			t.Errorf("agent %q from %s (key %q): exempt %v, want %v", tc.agent, tc.client, k, got, tc.exempt)
 		}
 	}
 }

@@ -54,8 +54,8 @@ testdata/bad_override_spans.yaml:14:9: policies.api.overrides[1].limit: the inte
 	// On a composite key a listed value has one part per source: with more,
 	// a guesser could split it otherwise ("svc" and "ci|runner") and match
 	// as a consumer the override does not name; with fewer nothing matches.
-	// A single source may hold '|'.
-	{"bad_override_parts.yaml", `testdata/bad_override_parts.yaml:9:16: policies.logins.overrides[0].keys[0]: want 2 values joined by "|", one per key source (json:username|header:X-Device), got 3: a key value that holds "|" would let other values match it
+	// A policy of one source, or of one source beside ip, may hold '|'.
+	{"bad_override_parts.yaml", `testdata/bad_override_parts.yaml:9:16: policies.logins.overrides[0].keys[0]: want 2 values joined by "|", one per key source (json:username|header:X-Device), got 3: with more than one source that may hold "|", other values would match it
 testdata/bad_override_parts.yaml:9:43: policies.logins.overrides[0].keys[2]: want 2 values joined by "|", one per key source (json:username|header:X-Device), got 1: no request would match it`},
 	{"bad_overrides.yaml", `testdata/bad_overrides.yaml:9:9: policies.api.overrides[0].clients: set keys or clients, not both
 testdata/bad_overrides.yaml:11:19: policies.api.overrides[1].clients[0]: invalid CIDR "10.20.1.0/16": host bits are set (did you mean 10.20.0.0/16?)

@@ -72,6 +72,13 @@ const maxQueryParams = 1000
 const globalValue = "global"
 
 // parseSource compiles one entry of a policy's key list.
+// holdsPipe reports whether the source's value may hold '|', the
+// separator of composite key values: all but an address, a route's name
+// (checkName) and the global value.
+func (s source) holdsPipe() bool {
+	return s.kind != srcIP && s.kind != srcRoute && s.kind != srcGlobal
+}
+
 func parseSource(s string) (source, error) {
 	src, err := parseSourceKind(s)
 	src.text = s
