@@ -267,10 +267,15 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 		return nil
 	}
 	o := &Overrides{byKey: map[string]int{}, by4: map[uint64]int{}, by6: map[prefix6]int{}, ipAt: -1}
-	piped := 0 // sources whose values may hold '|'
-	for _, t := range sources {
-		if src, err := parseSource(t); err != nil || src.holdsPipe() {
+	piped := 0     // sources whose values may hold '|'
+	var ipAt []int // where the key holds the client address
+	for i, t := range sources {
+		src, err := parseSource(t)
+		if err != nil || src.holdsPipe() {
 			piped++
+		}
+		if err == nil && src.kind == srcIP {
+			ipAt = append(ipAt, i)
 		}
 	}
 	for i, in := range items {
@@ -313,6 +318,18 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 				// source, only values without '|' join to it; with a
 				// single source that may hold '|' the split is known.
 				d.errorf(k.n, index(field(p, "keys"), j), "want %d values joined by \"|\", one per key source (%s), got %d: with more than one source that may hold \"|\", other values would match it", len(sources), strings.Join(sources, "|"), len(parts))
+			case len(parts) == len(sources):
+				for _, at := range ipAt {
+					if want, ok := clientKey(parts[at]); !ok {
+						d.errorf(k.n, index(field(p, "keys"), j), "%q is no client address, as the key holds one there (%s): no request would match it; list ranges under clients:", parts[at], sources[at])
+					} else if want != parts[at] {
+						as := "an IPv6 client as its /64"
+						if !strings.Contains(want, "/") {
+							as = "an IPv4-mapped address as IPv4"
+						}
+						d.errorf(k.n, index(field(p, "keys"), j), "the key holds the client %q as %q (%s): write that, or list the address under clients:", parts[at], want, as)
+					}
+				}
 			}
 		}
 		var prefixes []netip.Prefix
@@ -501,4 +518,16 @@ func OverrideName(base string, p *ratelimit.Policy) string {
 		name += "/" + strconv.FormatInt(p.Queue, 10) + "/" + p.MaxWait.String()
 	}
 	return name
+}
+
+// clientKey is the key value an ip source gives the client v names, an
+// address or an IPv6 /64 as written in a key, and whether v names one.
+func clientKey(v string) (string, bool) {
+	if a, err := netip.ParseAddr(v); err == nil {
+		return string(AppendClient(nil, a)), true
+	}
+	if pre, err := netip.ParsePrefix(v); err == nil && pre.Addr().Unmap().Is6() && pre.Bits() >= 64 {
+		return string(AppendClient(nil, pre.Addr())), true
+	}
+	return "", false
 }
