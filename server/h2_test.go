@@ -186,6 +186,22 @@ func TestH2FirstRequestWithinClientHeaderTimeout(t *testing.T) {
 		}
 	})
 
+	t.Run("PINGs and SETTINGS only", func(t *testing.T) {
+		// Frames that open no stream do not count as a request: the
+		// bound from the accept still closes the connection.
+		t.Parallel()
+		c, fr := h2Dial(t, addr)
+		closed, after := closedWithin(t, c, fr, 5*time.Second, func(i int) error {
+			if i%2 == 0 {
+				return fr.WritePing(false, [8]byte{byte(i)})
+			}
+			return fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+		})
+		if !closed {
+			t.Errorf("HTTP/2 connection that sent only PINGs and SETTINGS every 200ms: still open after %v; client_header_timeout is 1s", after.Round(100*time.Millisecond))
+		}
+	})
+
 	t.Run("HTTP/1.1 for comparison", func(t *testing.T) {
 		t.Parallel()
 		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
@@ -206,4 +222,72 @@ func TestH2FirstRequestWithinClientHeaderTimeout(t *testing.T) {
 			t.Errorf("HTTP/1.1 trickle: still open after 5s")
 		}
 	})
+}
+
+// TestH2StreamWithoutEndStream: a stream whose headers came but whose
+// body never ends, kept alive only by empty DATA frames, is held to
+// client_body_timeout (README, Slow and idle clients): the pause between
+// two reads of a body counts bytes, not frames, and the client gets 408.
+func TestH2StreamWithoutEndStream(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile := writePair(t, t.TempDir(), "api.example.test")
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "upstream")
+	}))
+	t.Cleanup(up.Close)
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nclient_body_timeout: 1s\ntls:\n  listen: 127.0.0.1:0\n  certificates: [{cert_file: %s, key_file: %s}]\nroutes:\n  - name: r\n    upstream: %s\n", certFile, keyFile, up.URL))
+	_, fr := h2Dial(t, r.Addr("https").String())
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "https"}, {":authority", "api.example.test"}, {":path", "/"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	fr.WriteData(1, false, []byte("abc"))
+	status := make(chan string, 1)
+	go func() {
+		defer close(status)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.MetaHeadersFrame:
+				if f.StreamID == 1 {
+					status <- f.PseudoValue("status")
+					return
+				}
+			case *http2.RSTStreamFrame:
+				if f.StreamID == 1 {
+					status <- "RST_STREAM " + f.ErrCode.String()
+					return
+				}
+			}
+		}
+	}()
+	began := time.Now()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case got := <-status:
+			if got != "408" {
+				t.Errorf("a body kept open with empty DATA frames got %q, want status 408", got)
+			}
+			if took := time.Since(began); took > 4*time.Second {
+				t.Errorf("answered after %v, want about client_body_timeout (1s)", took.Round(100*time.Millisecond))
+			}
+			return
+		case <-tick.C:
+			if time.Since(began) > 5*time.Second {
+				t.Fatalf("a body kept open with empty DATA frames: no answer after %v; client_body_timeout is 1s", time.Since(began).Round(100*time.Millisecond))
+			}
+			fr.WriteData(1, false, nil)
+		}
+	}
 }
