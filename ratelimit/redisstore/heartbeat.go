@@ -149,7 +149,10 @@ func (s *Store) beat(leaving bool) {
 	if leaving {
 		return
 	}
-	s.seen.Store(max(n, 1))
+	if old := s.seen.Swap(max(n, 1)); max(n, 1) > old {
+		// Each lease's share shrank: what is held past it goes back.
+		s.trimLeases()
+	}
 	if s.o.OnInstances != nil {
 		s.o.OnInstances(int(max(n, 1)))
 	}

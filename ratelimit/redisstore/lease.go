@@ -252,6 +252,21 @@ func (l *lease) expireLocked(now time.Time) {
 	}
 }
 
+// trimLocked moves what l holds past its share among n instances into
+// the units to give back with the next call: a holding built while fewer
+// instances were seen would otherwise stay above the share until spent,
+// and the fleet's leases above the bound on what all of them hold. Units
+// to give back of another window wait for their own call first.
+func (l *lease) trimLocked(n int) {
+	share := maxBatch(l.req.Policy, n)
+	if l.units <= share || (l.back > 0 && l.backMark != l.mark) {
+		return
+	}
+	l.back += l.units - share
+	l.backMark = l.mark
+	l.units = share
+}
+
 // keepHeldLocked takes every held unit as kept: each is reported spent
 // with the next call, and its request's refund or keep finds nothing to
 // settle (its Ticket.Hold names an older generation). Redis holds a
@@ -431,10 +446,11 @@ func (s *Store) runLease(ctx context.Context, c rueidis.Client, p *ratelimit.Pol
 func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time.Time) error {
 	l.mu.Lock()
 	// A batch, never past maxBatch in all: what one instance holds
-	// stays within it. (A holding already there, as N grew, asks for
-	// nothing and only reports.)
+	// stays within it. (A holding past it, as N grew, gives the rest
+	// back and asks for nothing.)
 	l.expireLocked(now)
 	n := s.instances()
+	l.trimLocked(n)
 	target := l.wantLocked(n)
 	want := max(min(target, maxBatch(l.req.Policy, n)-l.units), 0)
 	spent, back, backMark, refunds := l.spent, l.back, l.backMark, l.refunds
@@ -553,6 +569,40 @@ func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 			s.br.failed(err, false)
 		}
 	}()
+}
+
+// trimLeases starts a call, in the background, for each lease that holds
+// more than its share among the instances now seen, to give the rest
+// back (see trimLocked): the heartbeat calls it when N grows, so that a
+// lease holds its new share whether its traffic goes on or not.
+func (s *Store) trimLeases() {
+	c := s.client.Load()
+	if c == nil {
+		return
+	}
+	n := s.instances()
+	for _, l := range s.leases.all() {
+		l.mu.Lock()
+		if l.gone || l.inflight != nil || l.units <= maxBatch(l.req.Policy, n) {
+			l.mu.Unlock()
+			continue
+		}
+		now := l.lastNow
+		if !s.o.CallerTime {
+			now = time.Now()
+		}
+		l.inflight = make(chan struct{})
+		l.mu.Unlock()
+		s.refills.Add(1)
+		go func() {
+			defer s.refills.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+			defer cancel()
+			if err := s.refill(ctx, *c, l, now); err != nil {
+				s.br.failed(err, false)
+			}
+		}()
+	}
 }
 
 // leaseUnit is a unit takeLease took from a local lease.

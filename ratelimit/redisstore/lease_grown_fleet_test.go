@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,5 +45,92 @@ func TestLeaseRefillAfterFleetGrew(t *testing.T) {
 	}
 	if got > 2 {
 		t.Errorf("after N grew: %d Redis round trips for 20 requests, want at most 2", got)
+	}
+}
+
+// TestLeaseHoldingShrinksWhenFleetGrows tries to break the README's bound
+// on what all instances hold at once, max(N, capacity / 10): an instance
+// that was alone builds up a holding sized for N = 1, then nine more join
+// and lease too. Once each has seen N = 10 (at its next heartbeat), what
+// the first holds past its new share goes back, so that the fleet's
+// leases stay within the bound whether its own traffic goes on or stops.
+func TestLeaseHoldingShrinksWhenFleetGrows(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		alg   ratelimit.Algorithm
+		quiet bool // the first instance gets no more traffic once others join
+	}{
+		{"fixed_window", ratelimit.FixedWindow, false},
+		{"fixed_window/first quiet", ratelimit.FixedWindow, true},
+		{"sliding_window_counter", ratelimit.SlidingWindowCounter, false},
+		{"token_bucket", ratelimit.TokenBucket, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			f := newLeaseFleet(t, srv, 1)
+			p := leasePolicy(t, "grown-"+tc.name, tc.alg, 1000, time.Hour)
+			r := ratelimit.Request{Policy: p, Key: "k"}
+			t0 := time.Unix(1_700_000_000, 0)
+			at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
+			i := 0
+			// 1000 a second through the first alone, until it holds
+			// most of what one alone may: 100, a tenth of the limit.
+			alone, admitted := int64(0), int64(0)
+			for ; i < 300 || (alone < 60 && i < 2000); i++ {
+				admitted++
+				if !decide1(t, f.stores[0], at(i), r)[0].Allowed {
+					t.Fatalf("request %d rejected far below the limit", i)
+				}
+				f.stores[0].refills.Wait()
+				alone = f.held(r, at(i+1))
+			}
+			for range 9 {
+				s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second})
+				s.startHeartbeat()
+				f.stores = append(f.stores, s)
+			}
+			// Every instance has had a beat since the last joined:
+			// each sees N = 10.
+			for _, s := range f.stores {
+				s.beat(false)
+				s.refills.Wait()
+				if got := s.Instances(); got != 10 {
+					t.Fatalf("instances seen: got %d, want 10", got)
+				}
+			}
+			bound := heldBound(p, 10)
+			worst := int64(0)
+			for range 1000 {
+				k := i % 10
+				if tc.quiet {
+					k = 1 + i%9
+				}
+				if decide1(t, f.stores[k], at(i), r)[0].Allowed {
+					admitted++
+				}
+				f.stores[k].refills.Wait()
+				i++
+				worst = max(worst, f.held(r, at(i)))
+			}
+			t.Logf("the first held %d alone; the ten held at most %d at once", alone, worst)
+			if alone < 60 {
+				t.Fatalf("the first held %d alone, want at least 60: the test proves nothing", alone)
+			}
+			if worst > bound {
+				t.Errorf("leases held %d units at once, want at most max(N, capacity / 10) = %d", worst, bound)
+			}
+			if tc.alg == ratelimit.FixedWindow {
+				// What went past the share went back to Redis, not
+				// lost: the count is what was admitted and what the
+				// leases hold.
+				var st, count int64
+				if _, err := fmt.Sscan(srv.Do("GET", Key("", r)), &st, &count); err != nil {
+					t.Fatal(err)
+				}
+				if held := f.held(r, at(i)); count != admitted+held {
+					t.Errorf("Redis counts %d, want the %d admitted and the %d held", count, admitted, held)
+				}
+			}
+		})
 	}
 }
