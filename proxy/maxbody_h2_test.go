@@ -1,12 +1,16 @@
 package proxy
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // TestMaxBodyHTTP2: over HTTP/2 a body has no chunked framing of its own
@@ -70,6 +74,88 @@ func TestMaxBodyHTTP2(t *testing.T) {
 			}
 			if tc.want == 200 && (len(got) != 1 || got[0] != strings.Join(tc.parts, "")) {
 				t.Errorf("the upstream read %q, want the body whole", got)
+			}
+		})
+	}
+}
+
+// TestMaxBodyHTTP2ExpectContinue: over HTTP/2 too, a request that says
+// Expect: 100-continue and declares a length over max_body gets the 413
+// problem+json as its first answer, no 100 Continue, and the upstream
+// never sees it; one that streams without a length gets its 100, then
+// the 413 once the body grows past max_body.
+func TestMaxBodyHTTP2ExpectContinue(t *testing.T) {
+	t.Parallel()
+	up := newBodyUpstream(t)
+	srv := newTLSGateway(t, fmt.Sprintf(maxBodyConfig, up.URL))
+	for _, tc := range []struct {
+		name    string
+		fields  []string
+		want100 bool
+	}{
+		{"declared over", []string{"content-length", "17"}, false},
+		{"streamed over", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := up.seen()
+			_, fr := h2Open(t, srv.Listener.Addr().String(), 10*time.Second)
+			var hb bytes.Buffer
+			enc := hpack.NewEncoder(&hb)
+			for _, f := range h2Req("POST", "/small", append([]string{"expect", "100-continue"}, tc.fields...)...) {
+				enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+			}
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+			dec := hpack.NewDecoder(4096, nil)
+			var statuses []string
+			var ctype string
+			for {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					t.Fatalf("after statuses %v: %v", statuses, err)
+				}
+				if s, ok := f.(*http2.SettingsFrame); ok && !s.IsAck() {
+					fr.WriteSettingsAck()
+				}
+				if r, ok := f.(*http2.RSTStreamFrame); ok && r.StreamID == 1 {
+					t.Fatalf("after statuses %v: stream reset %v, want a 413", statuses, r.ErrCode)
+				}
+				h, ok := f.(*http2.HeadersFrame)
+				if !ok || h.StreamID != 1 {
+					continue
+				}
+				fs, err := dec.DecodeFull(h.HeaderBlockFragment())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, hf := range fs {
+					switch hf.Name {
+					case ":status":
+						statuses = append(statuses, hf.Value)
+					case "content-type":
+						ctype = hf.Value
+					}
+				}
+				if statuses[len(statuses)-1] == "100" {
+					// The body, past max_body, in two DATA frames.
+					fr.WriteData(1, false, []byte("0123456789"))
+					fr.WriteData(1, true, []byte("0123456789"))
+					continue
+				}
+				break
+			}
+			want := []string{"413"}
+			if tc.want100 {
+				want = []string{"100", "413"}
+			}
+			if strings.Join(statuses, ",") != strings.Join(want, ",") || ctype != "application/problem+json" {
+				t.Errorf("got statuses %v, Content-Type %q; want %v, application/problem+json", statuses, ctype, want)
+			}
+			if !tc.want100 {
+				if got := up.seen() - before; got != 0 {
+					t.Errorf("the upstream saw %d requests, want none", got)
+				}
 			}
 		})
 	}
