@@ -29,6 +29,11 @@ type Source interface {
 	// that is not exempt, one per bucket name, in the policy's order;
 	// none when it has no overrides. Called like Policy.
 	Overrides(name string) []*ratelimit.Policy
+	// ClientKeyProblem reports why key names no bucket of policy name
+	// that a request could have made, as routes.Config.ClientKeyProblem
+	// does; "" when nothing is known to be wrong with it. Called like
+	// Policy.
+	ClientKeyProblem(name, key string) string
 	// AdminToken returns the bearer token admin writes need; "" refuses
 	// them all.
 	AdminToken() string

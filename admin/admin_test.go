@@ -38,6 +38,8 @@ func (f *fakeSource) Overrides(name string) []*ratelimit.Policy {
 }
 func (f *fakeSource) AdminToken() string { return f.token }
 
+func (f *fakeSource) ClientKeyProblem(name, key string) string { return "" }
+
 func (f *fakeSource) Policy(name string) *ratelimit.Policy {
 	if !f.ready.Loaded {
 		panic("Policy called before a configuration is loaded")

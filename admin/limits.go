@@ -53,6 +53,10 @@ func limits(src Source) http.HandlerFunc {
 			problem.Error(w, http.StatusNotFound, "unknown policy "+strconv.Quote(name))
 			return
 		}
+		if why := src.ClientKeyProblem(name, key); why != "" {
+			problem.Error(w, http.StatusBadRequest, why)
+			return
+		}
 		pol := p
 		if o := src.Override(name, key); o != nil {
 			pol = o

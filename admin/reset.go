@@ -44,6 +44,12 @@ func resetLimits(src Source) http.HandlerFunc {
 			problem.Error(w, http.StatusNotFound, "unknown policy "+strconv.Quote(name))
 			return
 		}
+		// A 204 for a bucket no request could have made would be an
+		// unlock that did not happen.
+		if why := src.ClientKeyProblem(name, key); why != "" {
+			problem.Error(w, http.StatusBadRequest, why)
+			return
+		}
 		// The key's requests may have used its default bucket or an
 		// override's: one that matched by client address is not told by
 		// the key when the policy does not key on ip (or keys on an IPv6

@@ -575,6 +575,13 @@ func (src source) Overrides(name string) []*ratelimit.Policy {
 	return out
 }
 
+func (src source) ClientKeyProblem(name, key string) string {
+	if c := src.s.cfg.Load(); c != nil {
+		return c.ClientKeyProblem(name, key)
+	}
+	return ""
+}
+
 func (src source) AdminToken() string {
 	if c := src.s.cfg.Load(); c != nil {
 		return c.AdminToken

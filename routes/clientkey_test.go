@@ -1,0 +1,44 @@
+package routes
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClientKeyProblem(t *testing.T) {
+	t.Parallel()
+	cfg := mustParse(t, `
+policies:
+  by-ip: {algorithm: fixed_window, limit: 1, window: 1h, key: [ip]}
+  by-user-ip: {algorithm: fixed_window, limit: 1, window: 1h, key: [header:X-User, ip]}
+  unused: {algorithm: fixed_window, limit: 1, window: 1h, key: [ip]}
+routes:
+  - name: api
+    upstream: http://127.0.0.1:9000
+    limits: [by-ip, by-user-ip, {algorithm: fixed_window, limit: 1, window: 1h, key: [ip, route]}]
+`, nil)
+	for _, tc := range []struct {
+		policy, key, want string // want: the key named in the problem, "" for none
+	}{
+		{"by-ip", "192.0.2.7", ""},
+		{"by-ip", "2001:db8:1:2::/64", ""},
+		{"by-ip", "2001:db8:1:2::5", "2001:db8:1:2::/64"},
+		{"by-ip", "::ffff:192.0.2.7", "192.0.2.7"},
+		{"by-ip", "2001:db8:1:2::/80", "2001:db8:1:2::/64"},
+		{"by-ip", "abc", ""}, // no address: nothing to say what it should be
+		{"by-ip", "", ""},
+		{"by-user-ip", "alice|2001:db8::1", "alice|2001:db8::/64"},
+		{"by-user-ip", "a|b|2001:db8::1", ""}, // the split is not known
+		{"api#3", "::ffff:10.0.0.1|api", "10.0.0.1|api"},
+		{"unused", "2001:db8::1", ""}, // no route keys it
+		{"nope", "2001:db8::1", ""},
+	} {
+		got := cfg.ClientKeyProblem(tc.policy, tc.key)
+		switch {
+		case tc.want == "" && got != "":
+			t.Errorf("%s %q: got %q, want none", tc.policy, tc.key, got)
+		case tc.want != "" && !strings.Contains(got, `as "`+tc.want+`"`):
+			t.Errorf("%s %q: got %q, want one naming %q", tc.policy, tc.key, got, tc.want)
+		}
+	}
+}
