@@ -70,9 +70,9 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 	var p Params
 	fs.Int64Var(&p.Limit, "limit", 0, "`N` requests per window (required without -policy)")
 	fs.DurationVar(&p.Window, "window", 0, "the `duration` the limit applies to, e.g. 1m (required without -policy)")
-	fs.Int64Var(&p.Burst, "burst", 0, "token_bucket capacity `B` (default: limit)")
+	fs.Int64Var(&p.Burst, "burst", 0, "token_bucket capacity `B`, > 0 (default: limit)")
 	fs.Int64Var(&p.Queue, "queue", 0, "leaky_bucket FIFO capacity `Q`; 0 rejects overflow at once")
-	fs.DurationVar(&p.MaxWait, "max-wait", 0, "leaky_bucket longest wait in the queue (default: queue x window/limit)")
+	fs.DurationVar(&p.MaxWait, "max-wait", 0, "leaky_bucket longest wait in the queue, > 0 (default: queue x window/limit)")
 	at := fs.String("at", "", "the traffic `pattern`: COUNT requests at each OFFSET as COUNT@OFFSET,... e.g. 100@58s,100@61s")
 	pattern := fs.String("pattern", "", "generate the traffic: `shape` steady, poisson or burst, with -rate and -duration")
 	rate := fs.Float64("rate", 0, "-pattern: requests per second `R` of each consumer, on average")
@@ -132,6 +132,15 @@ func Main(args []string, stdout, stderr io.Writer, loadPolicy func(file, name st
 	}
 	if set["show-keys"] && set["at"] {
 		return usage("-show-keys needs -pattern or -replay (-at has one consumer)")
+	}
+	// An explicit 0 is refused, as burst: 0 and max_wait: 0 are in a
+	// config: read as "the default", -burst 0 would quietly give
+	// token_bucket the limit for capacity, -policy's burst too.
+	if set["burst"] && p.Burst == 0 {
+		return usage("-burst: must be > 0; leave it out for the default, the limit")
+	}
+	if set["max-wait"] && p.MaxWait == 0 {
+		return usage("-max-wait: must be > 0; leave it out for the default, queue x window/limit, or give -queue 0 to reject what cannot leave at once")
 	}
 	if *accuracy && *format == "svg" {
 		return usage("-accuracy prints a table or json, not svg")

@@ -124,6 +124,11 @@ func TestMainUsageErrors(t *testing.T) {
 		{"bad arrivals", []string{"-limit", "1", "-window", "1s", "-at", "1@0s,2x"}, `sluice simulate: -at: parsing arrival "2x": want COUNT@OFFSET like 100@58s`},
 		{"zero limit", []string{"-limit", "0", "-window", "1s", "-at", "1@0s"}, "sluice simulate: -limit: must be > 0"},
 		{"negative max-wait", []string{"-limit", "1", "-window", "1s", "-max-wait", "-1s", "-at", "1@0s"}, "sluice simulate: -max-wait: must be >= 0"},
+		// An explicit 0 is refused, as burst: 0 and max_wait: 0 are in a
+		// config, rather than read as "the default": with -policy it
+		// would quietly replace the policy's burst by the limit.
+		{"zero burst", []string{"-limit", "1", "-window", "1s", "-burst", "0", "-at", "1@0s"}, "sluice simulate: -burst: must be > 0; leave it out for the default, the limit"},
+		{"zero max-wait", []string{"-limit", "1", "-window", "1s", "-queue", "2", "-max-wait", "0s", "-at", "1@0s"}, "sluice simulate: -max-wait: must be > 0; leave it out for the default, queue x window/limit, or give -queue 0 to reject what cannot leave at once"},
 		{"bad format", []string{"-limit", "1", "-window", "1s", "-at", "1@0s", "-format", "csv"}, `sluice simulate: -format: want table, json or svg, got "csv"`},
 		{"config without policy", []string{"-config", "x.yaml", "-at", "1@0s"}, "sluice simulate: -config needs -policy NAME"},
 		{"policy without loader", []string{"-policy", "p", "-at", "1@0s"}, "sluice simulate: -policy is not available in this build"},
