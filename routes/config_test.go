@@ -191,7 +191,9 @@ testdata/bad_types.yaml:11:3: routes: must be a list, not a mapping`},
 testdata/bad_unknown_field.yaml:7:31: routes[0].match.method: unknown field`},
 	{"bad_unknown_policy.yaml", `testdata/bad_unknown_policy.yaml:6:22: routes[0].limits[1]: unknown policy "per-key"`},
 	{"bad_unset_env.yaml", `testdata/bad_unset_env.yaml:4:15: store.redis.password: environment variable REDIS_PASSWORD is not set
-testdata/bad_unset_env.yaml:9:19: routes[0].strip_prefix: unterminated ${ in "${PREFIX"`},
+testdata/bad_unset_env.yaml:6:17: store.redis.addresses[0]: environment variable REDIS_HOST is not set
+testdata/bad_unset_env.yaml:6:17: store.redis.addresses[0]: environment variable REDIS_PORT is not set
+testdata/bad_unset_env.yaml:10:19: routes[0].strip_prefix: unterminated ${ in "${PREFIX"`},
 	{"bad_upstream_url.yaml", `testdata/bad_upstream_url.yaml:3:15: routes[0].upstream: invalid upstream URL "ftp://127.0.0.1:9000": scheme must be http or https
 testdata/bad_upstream_url.yaml:5:40: routes[1].upstreams[1]: invalid upstream URL "http://": no host
 testdata/bad_upstream_url.yaml:7:17: routes[2].upstreams[0]: invalid upstream URL "http://127.0.0.1:99999": want a port from 1 to 65535

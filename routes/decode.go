@@ -200,7 +200,14 @@ func (d *decoder) text(n *yaml.Node, path string) (s string, ok bool) {
 	}
 	s, err := expand(deref(n).Value, d.env)
 	if err != nil {
-		d.errorf(n, path, "%v", err)
+		// One problem each: a value may name several unset variables.
+		errs := []error{err}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		}
+		for _, e := range errs {
+			d.errorf(n, path, "%v", e)
+		}
 		return "", false
 	}
 	return s, true

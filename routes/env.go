@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -8,17 +9,19 @@ import (
 // expand replaces ${NAME} and ${NAME:-default} in s with values from env.
 // As in the shell, the default also applies when NAME is set but empty.
 // "$${" writes a literal "${"; any other '$' is kept as it is. Defaults are
-// not expanded again.
+// not expanded again. Every unset variable of s is named, joined with
+// errors.Join, so that one run of validate lists them all.
 func expand(s string, env func(string) (string, bool)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
 	var b strings.Builder
+	var unset []error
 	for {
 		i := strings.Index(s, "${")
 		if i < 0 {
 			b.WriteString(s)
-			return b.String(), nil
+			break
 		}
 		if i > 0 && s[i-1] == '$' {
 			b.WriteString(s[:i-1])
@@ -29,7 +32,7 @@ func expand(s string, env func(string) (string, bool)) (string, error) {
 		b.WriteString(s[:i])
 		j := strings.IndexByte(s[i:], '}')
 		if j < 0 {
-			return "", fmt.Errorf("unterminated ${ in %q", s[i:])
+			return "", errors.Join(append(unset, fmt.Errorf("unterminated ${ in %q", s[i:]))...)
 		}
 		inner := s[i+2 : i+j]
 		s = s[i+j+1:]
@@ -37,10 +40,10 @@ func expand(s string, env func(string) (string, bool)) (string, error) {
 		if strings.Contains(def, "${") {
 			// "${A:-${B}}" would end at the first "}" and leave the
 			// second in the value: "secret}" for a password.
-			return "", fmt.Errorf("nested ${ in the default of %s is not supported", name)
+			return "", errors.Join(append(unset, fmt.Errorf("nested ${ in the default of %s is not supported", name))...)
 		}
 		if !validEnvName(name) {
-			return "", fmt.Errorf("invalid environment variable name %q", name)
+			return "", errors.Join(append(unset, fmt.Errorf("invalid environment variable name %q", name))...)
 		}
 		v, ok := "", false
 		if env != nil {
@@ -50,10 +53,14 @@ func expand(s string, env func(string) (string, bool)) (string, error) {
 		case hasDef && v == "":
 			v = def
 		case !ok:
-			return "", fmt.Errorf("environment variable %s is not set", name)
+			unset = append(unset, fmt.Errorf("environment variable %s is not set", name))
 		}
 		b.WriteString(v)
 	}
+	if len(unset) > 0 {
+		return "", errors.Join(unset...)
+	}
+	return b.String(), nil
 }
 
 func validEnvName(s string) bool {

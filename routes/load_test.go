@@ -201,6 +201,9 @@ func TestExpand(t *testing.T) {
 		{"$A $ {A}", "$A $ {A}", ""},
 		{"$${A}", "${A}", ""},
 		{"${UNSET}", "", "environment variable UNSET is not set"},
+		// Every unset variable is named at once, not one per run.
+		{"${U1}:${A}:${U2}", "", "environment variable U1 is not set\nenvironment variable U2 is not set"},
+		{"${U1}${A", "", "environment variable U1 is not set\nunterminated ${ in \"${A\""},
 		{"${A", "", `unterminated ${ in "${A"`},
 		{"${1A}", "", `invalid environment variable name "1A"`},
 		{"${}", "", `invalid environment variable name ""`},
