@@ -294,6 +294,58 @@ func badCharLine(data []byte) int {
 	return 1
 }
 
+// Scanner errors that a tab in a line's indentation causes.
+const (
+	tabViolation = "found a tab character that violates indentation"
+	noTokenStart = "found character that cannot start any token"
+)
+
+// yamlLines splits data into lines as YAML breaks them (LF, CR, CR LF,
+// NEL, LS, PS), without the breaks.
+func yamlLines(data []byte) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == '\r' && i+1 < len(data) && data[i+1] == '\n':
+			out = append(out, string(data[start:i]))
+			size = 2
+			start = i + size
+		case r == '\n' || r == '\r' || r == 0x85 || r == 0x2028 || r == 0x2029:
+			out = append(out, string(data[start:i]))
+			start = i + size
+		}
+		i += size
+	}
+	return append(out, string(data[start:]))
+}
+
+// tabInIndent reports whether the blanks that start line hold a tab.
+func tabInIndent(line string) bool {
+	indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+	return strings.Contains(indent, "\t")
+}
+
+// tabIndented reports whether line n (from 1) of data has a tab in its
+// indentation.
+func tabIndented(data []byte, n int) bool {
+	lines := yamlLines(data)
+	return n >= 1 && n <= len(lines) && tabInIndent(lines[n-1])
+}
+
+// tabIndentedAfter is the first line after line n (from 1) of data with a
+// tab in its indentation; 0 if there is none.
+func tabIndentedAfter(data []byte, n int) int {
+	lines := yamlLines(data)
+	for i := max(n, 0); i < len(lines); i++ {
+		if tabInIndent(lines[i]) {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // unknownAnchor is the parser's error for an alias of an anchor never
 // defined; unlike the others it names no line.
 var unknownAnchor = regexp.MustCompile(`^yaml: unknown anchor '(.*)' referenced$`)
@@ -353,8 +405,18 @@ func (d *decoder) document(data []byte) *yaml.Node {
 			if m := yamlLine.FindStringSubmatch(msg); m != nil {
 				line, _ = strconv.Atoi(m[1])
 				msg = m[2]
-				if parserErrors[msg] {
+				switch {
+				case parserErrors[msg]:
 					line++
+				case msg == tabViolation:
+					// The parser names the line where the value
+					// before the tab starts, or, on the first line, the
+					// tab's.
+					if l := tabIndentedAfter(data, line); l > 0 && !tabIndented(data, line) {
+						line = l
+					}
+				case msg == noTokenStart && tabIndented(data, line):
+					msg += " (a tab indents this line: YAML indents with spaces only)"
 				}
 			} else if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
 				msg = strings.TrimPrefix(msg, "yaml: ")

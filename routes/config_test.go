@@ -351,6 +351,16 @@ func TestSyntaxErrorLines(t *testing.T) {
 		{"a: 1\nb:\n  - x\n  y: 2\n", "f.yaml:3:1: syntax error: did not find expected '-' indicator"},
 		// Scanner errors were numbered right already.
 		{"a: 1\n\tb: 2\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
+		{"a: 1\n\tb: 2\nc:\n\td: 3\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
+		// That one names the line where the value before the tab
+		// starts: the line of the tab is the place.
+		{"policies:\n  p:\n    window: 1s\n\tkey: [ip]\n", "f.yaml:4:1: syntax error: found a tab character that violates indentation"},
+		{"policies:\n  p:\n    window: 1s\n  \n  \t\n\tkey: [ip]\n", "f.yaml:5:1: syntax error: found a tab character that violates indentation"},
+		// A line indented with a tab gets the parser's riddle and what
+		// it means.
+		{"store:\n\ttype: memory\n", "f.yaml:2:1: syntax error: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
+		{"store:\n  memory:\n  \tmax_keys: 5\n", "f.yaml:3:1: syntax error: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
+		{"a: 1\nb: `x`\n", "f.yaml:2:1: syntax error: found character that cannot start any token"},
 		{"a: 1\nb: \"open\n", "f.yaml:2:1: syntax error: found unexpected end of stream"},
 		// The parser names no line for an alias of an unknown anchor: the
 		// first alias of that name is the place.
