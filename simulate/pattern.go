@@ -59,7 +59,9 @@ func (pt Pattern) Traffic(window time.Duration) (*Traffic, error) {
 	n := pt.Consumers
 	switch pt.Shape {
 	case "steady":
-		gap := float64(time.Second) / pt.Rate
+		// A rate below about 1e-291 makes the gap +Inf, and the first
+		// request's time 0 x +Inf, no number; capped, it is 0.
+		gap := min(float64(time.Second)/pt.Rate, math.MaxFloat64)
 		for k := 0; ; k++ {
 			for c := range n {
 				t := (float64(k) + float64(c)/float64(n)) * gap

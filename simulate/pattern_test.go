@@ -23,6 +23,23 @@ func TestPatternSteady(t *testing.T) {
 	}
 }
 
+// TestPatternSteadyTinyRate: a rate so low that one request every 1/Rate
+// seconds overflows a float64 still sends the first consumer's request at
+// 0, and nothing else, rather than one at a time that is no number (0 x
+// +Inf), which every algorithm rejected.
+func TestPatternSteadyTinyRate(t *testing.T) {
+	t.Parallel()
+	for _, rate := range []float64{1e-300, 1e-10} {
+		tr, err := Pattern{Shape: "steady", Rate: rate, Duration: 10 * time.Second, Consumers: 3}.Traffic(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []Request{{At: 0, Consumer: 0}}; !slices.Equal(tr.Requests, want) {
+			t.Errorf("rate %g: got %v, want %v", rate, tr.Requests, want)
+		}
+	}
+}
+
 func TestPatternDeterministic(t *testing.T) {
 	t.Parallel()
 	for _, shape := range []string{"poisson", "burst"} {
