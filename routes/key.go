@@ -79,6 +79,14 @@ func (s source) holdsPipe() bool {
 	return s.kind != srcIP && s.kind != srcRoute && s.kind != srcGlobal
 }
 
+// CheckKeySource returns the error a config gets for key source s, nil
+// when a policy may key on it: sluice simulate's -key takes what the
+// gateway takes.
+func CheckKeySource(s string) error {
+	_, err := parseSource(s)
+	return err
+}
+
 func parseSource(s string) (source, error) {
 	src, err := parseSourceKind(s)
 	src.text = s

@@ -62,6 +62,9 @@ func parseKey(list []string) ([]keySource, error) {
 	out := make([]keySource, 0, len(list))
 	for _, s := range list {
 		s = strings.TrimSpace(s)
+		if err := routes.CheckKeySource(s); err != nil {
+			return nil, err
+		}
 		src := keySource{text: s}
 		switch s {
 		case "ip":

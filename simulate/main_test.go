@@ -326,6 +326,12 @@ func TestMainTrafficUsageErrors(t *testing.T) {
 		{"no duration", append(lw, "-pattern", "steady", "-rate", "1"), "sluice simulate: -pattern needs -duration D, e.g. 10m"},
 		{"bad shape", append(lw, "-pattern", "wave", "-rate", "1", "-duration", "1s"), `sluice simulate: -pattern "wave": want steady, poisson or burst`},
 		{"bad key", append(lw, "-replay", "x", "-key", "ip,client"), `sluice simulate: -key: unknown key source "client" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)`},
+		// A source the gateway refuses in a config is refused here too,
+		// rather than replayed as a value the log does not record.
+		{"underscored header", append(lw, "-replay", "x", "-key", "header:X_Api_Key"), `sluice simulate: -key: key source "header:X_Api_Key": X_Api_Key contains "_": sluice drops such fields before keying, as nginx does, so its value would always be empty`},
+		{"hop-by-hop header", append(lw, "-replay", "x", "-key", "ip,header:Connection"), `sluice simulate: -key: key source "header:Connection": Connection is a hop-by-hop field: the upstream never gets it`},
+		{"bad json path", append(lw, "-replay", "x", "-key", "json:user..id"), `sluice simulate: -key: invalid JSON field "user..id" in key source "json:user..id": want a name or a dotted path, like json:user.id`},
+		{"bad cookie", append(lw, "-replay", "x", "-key", "cookie:a b"), `sluice simulate: -key: invalid cookie name "a b" in key source "cookie:a b"`},
 		{"accuracy svg", append(lw, "-at", "1@0s", "-accuracy", "-format", "svg"), "sluice simulate: -accuracy prints a table or json, not svg"},
 	}
 	for _, tc := range tests {
