@@ -334,6 +334,18 @@ func tabIndented(data []byte, n int) bool {
 	return n >= 1 && n <= len(lines) && tabInIndent(lines[n-1])
 }
 
+// reservedStart reports whether line n (from 1) of data starts, after its
+// blanks, with @ or `, which YAML reserves: that, not the tab (which flow
+// context allows), may be what no token can start with.
+func reservedStart(data []byte, n int) bool {
+	lines := yamlLines(data)
+	if n < 1 || n > len(lines) {
+		return false
+	}
+	rest := strings.TrimLeft(lines[n-1], " \t")
+	return rest != "" && (rest[0] == '@' || rest[0] == '`')
+}
+
 // tabIndentedAfter is the first line after line n (from 1) of data with a
 // tab in its indentation; 0 if there is none.
 func tabIndentedAfter(data []byte, n int) int {
@@ -415,7 +427,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 					if l := tabIndentedAfter(data, line); l > 0 && !tabIndented(data, line) {
 						line = l
 					}
-				case msg == noTokenStart && tabIndented(data, line):
+				case msg == noTokenStart && tabIndented(data, line) && !reservedStart(data, line):
 					msg += " (a tab indents this line: YAML indents with spaces only)"
 				}
 			} else if m := unknownAnchor.FindStringSubmatch(msg); m != nil {

@@ -361,6 +361,8 @@ func TestSyntaxErrorLines(t *testing.T) {
 		{"store:\n\ttype: memory\n", "f.yaml:2:1: syntax error: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
 		{"store:\n  memory:\n  \tmax_keys: 5\n", "f.yaml:3:1: syntax error: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
 		{"a: 1\nb: `x`\n", "f.yaml:2:1: syntax error: found character that cannot start any token"},
+		// In a flow the tab is allowed: the backquote is the problem.
+		{"a: [\n\t`x`]\n", "f.yaml:2:1: syntax error: found character that cannot start any token"},
 		{"a: 1\nb: \"open\n", "f.yaml:2:1: syntax error: found unexpected end of stream"},
 		// The parser names no line for an alias of an unknown anchor: the
 		// first alias of that name is the place.
