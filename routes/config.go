@@ -303,6 +303,7 @@ const (
 // yamlLines splits data into lines as YAML breaks them (LF, CR, CR LF,
 // NEL, LS, PS), without the breaks.
 func yamlLines(data []byte) []string {
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	var out []string
 	start := 0
 	for i := 0; i < len(data); {
@@ -332,6 +333,45 @@ func tabInIndent(line string) bool {
 func tabIndented(data []byte, n int) bool {
 	lines := yamlLines(data)
 	return n >= 1 && n <= len(lines) && tabInIndent(lines[n-1])
+}
+
+// explainSyntax places and explains the parser's errors that a user of
+// another YAML reader meets: a tab in the indentation, and a %YAML
+// directive of version 1.2.
+func explainSyntax(data []byte, line int, msg string) (int, string) {
+	switch {
+	case msg == tabViolation:
+		// The parser names the line where the value before the tab
+		// starts, or, on the first line, the tab's.
+		if l := tabIndentedAfter(data, line); l > 0 && !tabIndented(data, line) {
+			line = l
+		}
+	case msg == noTokenStart && tabIndented(data, line) && !reservedStart(data, line):
+		msg += " (a tab indents this line: YAML indents with spaces only)"
+	case msg == incompatibleVersion:
+		if v, ok := yamlDirective(data, line); ok {
+			msg += fmt.Sprintf(" (%%YAML %s: only 1.1 is read; leave the %%YAML line out)", v)
+		}
+	}
+	return line, msg
+}
+
+// incompatibleVersion is the parser's error for a %YAML directive of a
+// version other than 1.1, such as the current 1.2.
+const incompatibleVersion = "found incompatible YAML document"
+
+// yamlDirective returns the version a %YAML directive on line n (from 1)
+// of data names.
+func yamlDirective(data []byte, n int) (string, bool) {
+	lines := yamlLines(data)
+	if n < 1 || n > len(lines) {
+		return "", false
+	}
+	f := strings.Fields(lines[n-1])
+	if len(f) < 2 || f[0] != "%YAML" {
+		return "", false
+	}
+	return f[1], true
 }
 
 // reservedStart reports whether line n (from 1) of data starts, after its
@@ -417,18 +457,8 @@ func (d *decoder) document(data []byte) *yaml.Node {
 			if m := yamlLine.FindStringSubmatch(msg); m != nil {
 				line, _ = strconv.Atoi(m[1])
 				msg = m[2]
-				switch {
-				case parserErrors[msg]:
+				if parserErrors[msg] {
 					line++
-				case msg == tabViolation:
-					// The parser names the line where the value
-					// before the tab starts, or, on the first line, the
-					// tab's.
-					if l := tabIndentedAfter(data, line); l > 0 && !tabIndented(data, line) {
-						line = l
-					}
-				case msg == noTokenStart && tabIndented(data, line) && !reservedStart(data, line):
-					msg += " (a tab indents this line: YAML indents with spaces only)"
 				}
 			} else if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
 				msg = strings.TrimPrefix(msg, "yaml: ")
@@ -443,6 +473,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 					line = badCharLine(data)
 				}
 			}
+			line, msg = explainSyntax(data, line, msg)
 			d.probs = append(d.probs, Problem{File: d.file, Line: line, Col: 1, Message: "syntax error: " + msg})
 			return nil
 		}

@@ -361,6 +361,11 @@ func TestSyntaxErrorLines(t *testing.T) {
 		{"store:\n\ttype: memory\n", "f.yaml:2:1: syntax error: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
 		{"store:\n  memory:\n  \tmax_keys: 5\n", "f.yaml:3:1: syntax error: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
 		{"a: 1\nb: `x`\n", "f.yaml:2:1: syntax error: found character that cannot start any token"},
+		{"\tlisten: x\n", "f.yaml:1:1: syntax error: found character that cannot start any token (a tab indents this line: YAML indents with spaces only)"},
+		// The parser reads YAML 1.1 and refuses a document that says it
+		// is 1.2, the current version, which is what a user writes.
+		{"# c\n%YAML 1.2\n---\nlisten: x\n", "f.yaml:2:1: syntax error: found incompatible YAML document (%YAML 1.2: only 1.1 is read; leave the %YAML line out)"},
+		{"\ufeff%YAML 1.2\n---\nlisten: x\n", "f.yaml:1:1: syntax error: found incompatible YAML document (%YAML 1.2: only 1.1 is read; leave the %YAML line out)"},
 		// In a flow the tab is allowed: the backquote is the problem.
 		{"a: [\n\t`x`]\n", "f.yaml:2:1: syntax error: found character that cannot start any token"},
 		{"a: 1\nb: \"open\n", "f.yaml:2:1: syntax error: found unexpected end of stream"},
