@@ -316,6 +316,25 @@ routes:
 	}
 }
 
+// TestDurationMessages: a duration Go cannot read is explained as what
+// it is, a day unit or a number too large, not as lacking a unit.
+func TestDurationMessages(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"15", `f.yaml:1:19: shutdown_timeout: invalid duration "15" (want a number and a unit, like 500ms, 1m or 1h)`},
+		{"10x", `f.yaml:1:19: shutdown_timeout: invalid duration "10x" (want a number and a unit, like 500ms, 1m or 1h)`},
+		{"1d", `f.yaml:1:19: shutdown_timeout: invalid duration "1d" (want a number and a unit, like 500ms, 1m or 1h; a day is 24h)`},
+		{"2w", `f.yaml:1:19: shutdown_timeout: invalid duration "2w" (want a number and a unit, like 500ms, 1m or 1h; a week is 168h)`},
+		{"9999999999h", `f.yaml:1:19: shutdown_timeout: invalid duration "9999999999h": too long (at most 2562047h47m16.854775807s)`},
+		{"1h9223372036854775807ns", `f.yaml:1:19: shutdown_timeout: invalid duration "1h9223372036854775807ns": too long (at most 2562047h47m16.854775807s)`},
+	} {
+		_, err := Parse("f.yaml", []byte("shutdown_timeout: "+tc.in+"\n"), nil)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%s: got %v, want %s", tc.in, err, tc.want)
+		}
+	}
+}
+
 // TestTimeouts checks the defaults of the connection timeouts, that each
 // may be set, and that none may be zero.
 func TestTimeouts(t *testing.T) {

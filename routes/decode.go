@@ -2,6 +2,8 @@ package routes
 
 import (
 	"fmt"
+	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -244,10 +246,33 @@ func (d *decoder) duration(m map[string]entry, name, path string) val[time.Durat
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		d.errorf(e.val, field(path, name), "invalid duration %q (want a number and a unit, like 500ms, 1m or 1h)", s)
+		d.errorf(e.val, field(path, name), "%s", durationProblem(s, err))
 		return val[time.Duration]{}
 	}
 	return val[time.Duration]{v, true, e.val}
+}
+
+// durationSyntax is Go's duration syntax: time.ParseDuration refuses a
+// string of it only when it is too long to count.
+var durationSyntax = regexp.MustCompile(`^[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+$`)
+
+// longUnits are units people write that Go's durations lack, with what
+// to write instead.
+var longUnits = map[string]string{"d": "a day is 24h", "day": "a day is 24h", "days": "a day is 24h", "w": "a week is 168h", "week": "a week is 168h", "weeks": "a week is 168h"}
+
+// durationProblem says why time.ParseDuration refused s with err.
+func durationProblem(s string, err error) string {
+	if durationSyntax.MatchString(s) {
+		return fmt.Sprintf("invalid duration %q: too long (at most %s)", s, time.Duration(math.MaxInt64))
+	}
+	msg := fmt.Sprintf("invalid duration %q (want a number and a unit, like 500ms, 1m or 1h", s)
+	var unit string
+	if _, err := fmt.Sscanf(err.Error(), "time: unknown unit %q in duration", &unit); err == nil {
+		if hint, ok := longUnits[unit]; ok {
+			msg += "; " + hint
+		}
+	}
+	return msg + ")"
 }
 
 func (d *decoder) boolean(m map[string]entry, name, path string) val[bool] {
