@@ -250,6 +250,11 @@ func TestNewTimeline(t *testing.T) {
 		{"an hour", Params{Limit: 1, Window: time.Second}, []time.Duration{0, time.Hour}, 0, time.Minute, 62},
 		{"a day from noon", Params{Limit: 1, Window: time.Minute}, []time.Duration{12 * time.Hour, 36 * time.Hour}, 11*time.Hour + 45*time.Minute, 15 * time.Minute, 99},
 		{"a year", Params{Limit: 1, Window: time.Minute}, []time.Duration{0, 365 * 24 * time.Hour}, 0, 7 * 24 * time.Hour, 54},
+		// Past 120 slices of 4 weeks (9 years), slices of 4 weeks got
+		// more than 120, and the axis a label on each, drawn over each
+		// other: 1,304 for -at 1@0s,1@876000h.
+		{"a century", Params{Limit: 1, Window: time.Minute}, []time.Duration{0, MaxOffset}, 0, 52 * 7 * 24 * time.Hour, 102},
+		{"a queue of 27 years", Params{Limit: 1, Window: 24 * time.Hour, Queue: 10000}, []time.Duration{0}, 0, 13 * 7 * 24 * time.Hour, 111},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

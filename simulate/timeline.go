@@ -57,14 +57,18 @@ func NewTimeline(p Params, tr *Traffic) *Timeline {
 	return t
 }
 
-// maxStep is the widest slice; a timeline longer than maxSlices of them
-// gets more slices.
-const maxStep = 28 * 24 * time.Hour
+// week is a slice width that weeks and years of them read well in.
+const week = 7 * 24 * time.Hour
+
+// maxStep is the widest slice, 520 weeks, about ten years: the longest
+// timeline, 100 years of offsets and 100 years of queueing after them,
+// takes 20 of them. One longer would get more than maxSlices.
+const maxStep = 520 * week
 
 // sliceSteps are the slice widths that read well: niceSteps, then whole
-// weeks up to maxStep.
+// weeks up to maxStep (4 weeks, a quarter, a year of 52, then years).
 func sliceSteps() []time.Duration {
-	return append(niceSteps[:len(niceSteps):len(niceSteps)], 14*24*time.Hour, maxStep)
+	return append(niceSteps[:len(niceSteps):len(niceSteps)], 2*week, 4*week, 13*week, 52*week, 104*week, 260*week, maxStep)
 }
 
 // labelEvery returns how far apart the axis labels stand: the narrowest
