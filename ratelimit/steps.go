@@ -174,7 +174,7 @@ func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int
 	d := Decision{Limit: p.Limit}
 	if n > 0 && room == 0 {
 		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit)
-		d.Reset = counterReset(s, now, w)
+		d.Reset = counterReset(s, elapsed, w)
 		return s, d
 	}
 	s.Cur += n
@@ -186,7 +186,7 @@ func StepSlidingWindowCounter(p *Policy, s SlidingWindowCounterState, now, n int
 	} else {
 		d.RetryAfter = counterRetry(s, elapsed, w, p.Limit)
 	}
-	d.Reset = counterReset(s, now, w)
+	d.Reset = counterReset(s, elapsed, w)
 	if d.Remaining == p.Limit {
 		// prev weighs less than one request: the budget is whole,
 		// though prev has not aged out yet.
@@ -253,13 +253,14 @@ func ceilMicro(ns int64) int64 {
 	return (ns + us - 1) / us * us
 }
 
-// counterReset is how long until both counts have aged out entirely.
-func counterReset(s SlidingWindowCounterState, now, w int64) time.Duration {
-	switch {
-	case s.Cur > 0:
-		return time.Duration(s.Start + 2*w - now)
-	case s.Prev > 0:
-		return time.Duration(s.Start + w - now)
+// counterReset is how long until the budget is whole again: until
+// cur + prev*(1-f) < 1, when not even part of a request counts and every
+// one of Limit fits. That comes before both counts have aged out: a
+// previous window weighs less than one request once f > 1 - 1/prev. 0
+// when the budget is whole now.
+func counterReset(s SlidingWindowCounterState, elapsed, w int64) time.Duration {
+	if s.Cur == 0 && counterRoom(1, 0, s.Prev, w, elapsed) == 1 {
+		return 0
 	}
-	return 0
+	return counterRetry(s, elapsed, w, 1)
 }

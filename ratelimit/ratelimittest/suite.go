@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) ratelimit.Store) {
 	t.Run("Shadow", func(t *testing.T) { runShadow(t, open) })
 	t.Run("Peek", func(t *testing.T) { runPeek(t, open) })
 	t.Run("PeekWhole", func(t *testing.T) { runPeekWhole(t, open) })
+	t.Run("ResetWhole", func(t *testing.T) { runResetWhole(t, open) })
 	t.Run("Isolation", func(t *testing.T) { runIsolation(t, open) })
 	t.Run("Settings", func(t *testing.T) { runSettings(t, open) })
 	t.Run("Wait", func(t *testing.T) { runWait(t, open) })
@@ -219,18 +220,20 @@ var sequences = []struct {
 		name: "sliding_window_counter",
 		pol:  ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 10, Window: 10 * sec},
 		steps: seq(
-			[]step{{5 * sec, allow(10, 9, 5*sec+us, 15*sec)}},
+			[]step{{5 * sec, allow(10, 9, 5*sec+us, 5*sec+us)}},
 			repeat(8, step{5 * sec, ratelimit.Decision{}}),
 			[]step{
-				{5 * sec, allow(10, 0, 5*sec+us, 15*sec)},
-				{5 * sec, deny(10, 0, 5*sec+us, 15*sec)},
+				// Whole once 10 x (1-f) < 1 in the next window.
+				{5 * sec, allow(10, 0, 5*sec+us, 14*sec+us)},
+				{5 * sec, deny(10, 0, 5*sec+us, 14*sec+us)},
 				// prev = 10 weighs 10 x 8/10 = 8 at 12s.
-				{12 * sec, allow(10, 1, us, 18*sec)},
-				{12 * sec, allow(10, 0, us, 18*sec)},
-				{12 * sec, deny(10, 0, us, 18*sec)},
-				{14 * sec, allow(10, 1, us, 16*sec)},
+				{12 * sec, allow(10, 1, us, 8*sec+us)},
+				{12 * sec, allow(10, 0, us, 13*sec+us)},
+				{12 * sec, deny(10, 0, us, 13*sec+us)},
+				// cur = 3 weighs below one past 20s + 10s x 2/3.
+				{14 * sec, allow(10, 1, us, 12666667*us)},
 				// Two windows later both counts have aged out.
-				{30 * sec, allow(10, 9, 10*sec+us, 20*sec)},
+				{30 * sec, allow(10, 9, 10*sec+us, 10*sec+us)},
 			},
 		),
 	},
@@ -513,7 +516,7 @@ func runPeek(t *testing.T, open func(*testing.T) ratelimit.Store) {
 		{ratelimit.Policy{Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: 3 * sec},
 			allow(3, 3, 0, 0), allow(3, 2, 3*sec, 3*sec)},
 		{ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 3, Window: 3 * sec},
-			allow(3, 3, 0, 0), allow(3, 2, 3*sec+us, 6*sec)},
+			allow(3, 3, 0, 0), allow(3, 2, 3*sec+us, 3*sec+us)},
 	}
 	for i, tc := range cases {
 		t.Run(tc.pol.Algorithm.String(), func(t *testing.T) {

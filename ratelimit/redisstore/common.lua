@@ -114,6 +114,13 @@ local function cretry(cur, prev, el, w, target)
   return math.min(math.max(w - ceilmuldiv(target - cur, w, prev) + 1 - el, 1), w - el)
 end
 
+-- creset is how long until a sliding_window_counter's budget is whole
+-- again, cur + prev*(1-f) < 1, as ratelimit's counterReset; 0 when it is.
+local function creset(cur, prev, el, w)
+  if cur == 0 and swc_room(1, 0, prev, el, w) == 1 then return 0 end
+  return cretry(cur, prev, el, w, 1)
+end
+
 -- swc_roll moves a sliding_window_counter's windows on to the one that
 -- holds now and returns them with the time elapsed in it (us, below the
 -- window), as ratelimit's counter step.

@@ -120,19 +120,13 @@ end
 
 -- sliding_window_counter ----------------------------------------------
 
-local function creset(st, cur, prev, now, w)
-  if cur > 0 then return (st + 2 * w - now) end
-  if prev > 0 then return (st + w - now) end
-  return 0
-end
-
 local function swc_step(p, st, cur, prev, now, n)
   local w = p.w
   local el
   st, cur, prev, el = swc_roll(st, cur, prev, now, w)
   local room = swc_room(p.limit, cur, prev, el, w)
   if n > 0 and room == 0 then
-    return st, cur, prev, {0, 0, cretry(cur, prev, el, w, p.limit), creset(st, cur, prev, now, w), 0, st}
+    return st, cur, prev, {0, 0, cretry(cur, prev, el, w, p.limit), creset(cur, prev, el, w), 0, st}
   end
   cur = cur + n
   local rem, retry = math.max(room - n, 0), 0
@@ -141,7 +135,7 @@ local function swc_step(p, st, cur, prev, now, n)
   else
     retry = cretry(cur, prev, el, w, p.limit)
   end
-  local reset = creset(st, cur, prev, now, w)
+  local reset = creset(cur, prev, el, w)
   if rem == p.limit then reset = 0 end
   return st, cur, prev, {1, rem, retry, reset, 0, st}
 end

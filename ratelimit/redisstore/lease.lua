@@ -106,8 +106,7 @@ if alg == 5 then
   local retry = 0
   if g < want or g == 0 then retry = cretry(cur, prev, el, w, limit) end
   local rem = room - g
-  local reset = 0
-  if cur > 0 then reset = st + 2 * w - now elseif prev > 0 then reset = st + w - now end
+  local reset = creset(cur, prev, el, w)
   return {g, now, st + w - now, st, rem, retry, reset}
 end
 

@@ -1,0 +1,80 @@
+package ratelimittest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/ratelimit"
+)
+
+// runResetWhole checks that Reset is exactly how long until the budget is
+// whole again (X-RateLimit-Reset, /v1/limits' reset_seconds): a Peek at
+// the decision time plus Reset finds the bucket as full as a fresh one,
+// and a Peek one microsecond sooner does not. A Reset that waits for all
+// state to age out, past the moment the budget is whole, tells clients to
+// wait longer than they must.
+func runResetWhole(t *testing.T, open func(*testing.T) ratelimit.Store) {
+	cases := []struct {
+		name string
+		pol  ratelimit.Policy
+		at   []time.Duration // one request at each, in order
+	}{
+		{"token_bucket", ratelimit.Policy{Algorithm: ratelimit.TokenBucket, Limit: 10, Window: sec, Burst: 4},
+			[]time.Duration{0, 0, 0, 0, 0, 50 * ms}},
+		{"leaky_bucket", ratelimit.Policy{Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: sec, Queue: 3},
+			[]time.Duration{0, 0, 0, 0, 0}},
+		{"fixed_window", ratelimit.Policy{Algorithm: ratelimit.FixedWindow, Limit: 3, Window: 10 * sec},
+			[]time.Duration{2 * sec, 3 * sec, 4 * sec, 5 * sec}},
+		{"sliding_window_log", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: 10 * sec},
+			[]time.Duration{2 * sec, 3 * sec, 4 * sec, 5 * sec}},
+		// cur = 1: the budget is whole just after the next window
+		// starts, where that request weighs less than one.
+		{"sliding_window_counter one", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 10, Window: 10 * sec},
+			[]time.Duration{5 * sec}},
+		// cur = 10 (and one rejected): whole once 10 x (1-f) < 1 in
+		// the next window, at f > 0.9.
+		{"sliding_window_counter full", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 10, Window: 10 * sec},
+			repeat11(5 * sec)},
+		// prev = 10 and cur = 3 at 14s: cur weighs in the window after.
+		{"sliding_window_counter both", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 10, Window: 10 * sec},
+			append(repeat11(5 * sec)[:10], 12*sec, 12*sec, 14*sec)},
+		// prev = 3 and cur = 1 at 11s.
+		{"sliding_window_counter prev and cur", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowCounter, Limit: 3, Window: 10 * sec},
+			[]time.Duration{5 * sec, 5 * sec, 5 * sec, 5 * sec, 11 * sec}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			pol := tc.pol
+			pol.Name = fmt.Sprintf("whole-reset-%d", i)
+			r := ratelimit.Request{Policy: mustPolicy(t, pol), Key: "k"}
+			whole := peek(t, s, T0, r).Remaining
+			var d ratelimit.Decision
+			for _, at := range tc.at {
+				d = decide(t, s, T0.Add(at), []ratelimit.Request{r})[0]
+			}
+			last := T0.Add(tc.at[len(tc.at)-1])
+			if d.Reset <= 0 {
+				t.Fatalf("last decision at %v: got Reset %v, want > 0", last, d.Reset)
+			}
+			if got := peek(t, s, last.Add(d.Reset-us), r); got.Remaining >= whole {
+				t.Errorf("peek at Reset %v less 1µs: got remaining %d (reset %v), want below %d: Reset is late", d.Reset, got.Remaining, got.Reset, whole)
+			}
+			if got := peek(t, s, last.Add(d.Reset), r); got.Remaining != whole || got.Reset != 0 {
+				t.Errorf("peek at Reset %v: got remaining %d, reset %v, want %d, 0", d.Reset, got.Remaining, got.Reset, whole)
+			}
+		})
+	}
+}
+
+// repeat11 is 11 requests at once: 10 that a limit of 10 admits, one it
+// rejects.
+func repeat11(at time.Duration) []time.Duration {
+	out := make([]time.Duration, 11)
+	for i := range out {
+		out[i] = at
+	}
+	return out
+}
