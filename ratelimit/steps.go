@@ -76,9 +76,14 @@ func StepLeakyBucket(p *Policy, s LeakyBucketState, now, n int64) (LeakyBucketSt
 	// A request leaving at depart is acceptable iff its wait fits both the
 	// queue (queue requests ahead of it at most) and MaxWait; tolerance is
 	// the smaller of the two.
+	// The budget is whole, every place free, once the last departure
+	// scheduled lies no more than tolerance%t away: then even the last
+	// place waits no longer than tolerance. That is the outflow going
+	// idle when tolerance is a multiple of t, sooner otherwise.
+	slack := p.tolerance % t
 	if n > 0 && wait > p.tolerance {
 		d.RetryAfter = time.Duration(wait - p.tolerance)
-		d.Reset = time.Duration(wait)
+		d.Reset = time.Duration(wait - slack)
 		return s, d
 	}
 	next := depart + n*t
@@ -88,7 +93,7 @@ func StepLeakyBucket(p *Policy, s LeakyBucketState, now, n int64) (LeakyBucketSt
 	}
 	// How many more would be accepted right now, queue places included:
 	// the k-th more would wait next-now+(k-1)*t, which must fit tolerance.
-	d.Reset = time.Duration(max(next-now, 0))
+	d.Reset = time.Duration(max(next-now-slack, 0))
 	free := p.tolerance - (next - now)
 	switch {
 	case free < 0:
@@ -101,8 +106,8 @@ func StepLeakyBucket(p *Policy, s LeakyBucketState, now, n int64) (LeakyBucketSt
 		if d.Remaining >= p.Capacity() {
 			// Every place is free while the outflow is still busy (a
 			// tolerance that is no multiple of t): the budget is
-			// whole, and Reset says so as RetryAfter does.
-			d.RetryAfter, d.Reset = 0, 0
+			// whole, as Reset says, and RetryAfter says so too.
+			d.RetryAfter = 0
 		}
 	default:
 		d.Remaining = p.Capacity()

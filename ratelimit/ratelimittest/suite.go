@@ -182,11 +182,13 @@ var sequences = []struct {
 		name: "leaky_bucket max_wait",
 		pol:  ratelimit.Policy{Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: sec, Queue: 5, MaxWait: 250 * ms},
 		steps: []step{
-			{0, queued(10, 2, 50*ms, 100*ms, 0)},
-			{0, queued(10, 1, 50*ms, 200*ms, 100*ms)},
-			{0, queued(10, 0, 50*ms, 300*ms, 200*ms)},
-			{0, deny(10, 0, 50*ms, 300*ms)},
-			{50 * ms, queued(10, 0, 100*ms, 350*ms, 250*ms)},
+			// Reset: whole once the last departure is no more than
+			// 250ms mod 100ms away.
+			{0, queued(10, 2, 50*ms, 50*ms, 0)},
+			{0, queued(10, 1, 50*ms, 150*ms, 100*ms)},
+			{0, queued(10, 0, 50*ms, 250*ms, 200*ms)},
+			{0, deny(10, 0, 50*ms, 250*ms)},
+			{50 * ms, queued(10, 0, 100*ms, 300*ms, 250*ms)},
 		},
 	},
 	{

@@ -24,6 +24,10 @@ func runResetWhole(t *testing.T, open func(*testing.T) ratelimit.Store) {
 			[]time.Duration{0, 0, 0, 0, 0, 50 * ms}},
 		{"leaky_bucket", ratelimit.Policy{Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: sec, Queue: 3},
 			[]time.Duration{0, 0, 0, 0, 0}},
+		// max_wait no multiple of the interval: every place is free
+		// while the outflow is still busy.
+		{"leaky_bucket max_wait", ratelimit.Policy{Algorithm: ratelimit.LeakyBucket, Limit: 10, Window: sec, Queue: 5, MaxWait: 250 * ms},
+			[]time.Duration{0, 0}},
 		{"fixed_window", ratelimit.Policy{Algorithm: ratelimit.FixedWindow, Limit: 3, Window: 10 * sec},
 			[]time.Duration{2 * sec, 3 * sec, 4 * sec, 5 * sec}},
 		{"sliding_window_log", ratelimit.Policy{Algorithm: ratelimit.SlidingWindowLog, Limit: 3, Window: 10 * sec},

@@ -179,14 +179,26 @@ func undoMarks(reqs []ratelimit.Request, out []ratelimit.Decision, starts []int6
 			undo[j] = formatInt(starts[j])
 		case r.Policy.Algorithm == ratelimit.TokenBucket || r.Policy.Algorithm == ratelimit.LeakyBucket:
 			// The time the take wrote (TAT, next departure): the
-			// script's time plus the Reset it reported. Given back
+			// script's time plus wrote. Given back
 			// only while it is still what the bucket holds.
-			undo[j] = formatInt(at + int64(out[j].Reset/time.Microsecond))
+			undo[j] = formatInt(at + int64(wrote(r.Policy, out[j])/time.Microsecond))
 		default:
 			undo[j] = "1"
 		}
 	}
 	return undo
+}
+
+// wrote is how far past the script's time an admitting token_bucket or
+// leaky_bucket decision d put the bucket's TAT or next departure: its
+// Reset, except that a leaky_bucket's budget is whole (Reset 0 once the
+// last departure lies within tolerance%interval) before its outflow is
+// idle.
+func wrote(p *ratelimit.Policy, d ratelimit.Decision) time.Duration {
+	if p.Algorithm != ratelimit.LeakyBucket || d.Reset == 0 {
+		return d.Reset
+	}
+	return d.Reset + p.Tolerance()%p.Interval()
 }
 
 func groupErr(gs []*slotGroup) error {

@@ -82,21 +82,22 @@ local function lb_step(p, nx, now, n)
   local t, tol = p.t, p.tol
   local depart = math.max(nx, now)
   local wait = depart - now
+  local slack = tol % t
   if n > 0 and wait > tol then
-    return nx, {0, 0, (wait - tol), wait, 0}
+    return nx, {0, 0, (wait - tol), wait - slack, 0}
   end
   local nxt = depart + n * t
   local delay = 0
   if n > 0 then delay = wait end
   local rem, retry = 0, 0
-  local reset = math.max(nxt - now, 0)
+  local reset = math.max(nxt - now - slack, 0)
   local free = tol - (nxt - now)
   if free < 0 then
     retry = -free
   elseif nxt > now then
     rem = math.floor(free / t) + 1
     retry = t - free % t
-    if rem >= p.cap then retry, reset = 0, 0 end
+    if rem >= p.cap then retry = 0 end
   else
     rem = p.cap
   end

@@ -263,13 +263,13 @@ func (s *Store) handBack(ctx context.Context, c rueidis.Client, now time.Time, r
 }
 
 // recordSchedules notes where each leaky_bucket limit's schedule stands
-// after a decision: Reset is how long until its next free departure. On
+// after a decision: wrote is how long until its next free departure. On
 // Redis it counts from the script's time, which lies within the round
 // trip, so the time noted is at most a round trip late, never early.
 func (m *schedules) recordSchedules(prefix string, now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
 	for i, r := range reqs {
 		if r.Policy.Algorithm == ratelimit.LeakyBucket && out[i].Allowed && out[i].Reset > 0 {
-			m.record(Key(prefix, r), now.Add(trip+out[i].Reset), now)
+			m.record(Key(prefix, r), now.Add(trip+wrote(r.Policy, out[i])), now)
 		}
 	}
 }

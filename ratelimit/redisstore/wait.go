@@ -64,10 +64,11 @@ func (s *Store) giveBack(r ratelimit.Request, d ratelimit.Decision) {
 		return
 	}
 	// The tail token holds the decision's time, which the ticket keeps,
-	// and the delay the script gave, which is Reset less one interval:
-	// Delay may also hold the round trip (see afterRoundTrip).
+	// and the delay the script gave, which is the departure it wrote
+	// less one interval: Delay may also hold the round trip (see
+	// afterRoundTrip).
 	decided := time.Unix(0, d.Ticket.At)
-	scheduled := d.Reset - r.Policy.Interval()
+	scheduled := wrote(r.Policy, d) - r.Policy.Interval()
 	dep := ""
 	if s.o.CallerTime {
 		dep = strconv.FormatInt(d.Departure.UnixMicro(), 10)

@@ -17,9 +17,20 @@ import (
 // in the queue, and that an admitted one waits out its delay.
 func TestWaitGiveBackOnServerTime(t *testing.T) {
 	srv := redistest.Start(t)
+	t.Run("queue", func(t *testing.T) {
+		waitGiveBack(t, srv, ratelimit.MustPolicy(ratelimit.Policy{Name: "wait", Algorithm: ratelimit.LeakyBucket, Limit: 2, Window: time.Second, Queue: 5}))
+	})
+	// A max_wait that is no multiple of the interval makes the budget
+	// whole, and Reset 0, a quarter interval before the outflow is idle:
+	// the give-back finds the departure it wrote all the same.
+	t.Run("max_wait", func(t *testing.T) {
+		waitGiveBack(t, srv, ratelimit.MustPolicy(ratelimit.Policy{Name: "wait-max", Algorithm: ratelimit.LeakyBucket, Limit: 2, Window: time.Second, Queue: 5, MaxWait: 2250 * time.Millisecond}))
+	})
+}
+
+func waitGiveBack(t *testing.T, srv *redistest.Server, p *ratelimit.Policy) {
 	a := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
 	b := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second})
-	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "wait", Algorithm: ratelimit.LeakyBucket, Limit: 2, Window: time.Second, Queue: 5})
 	r := ratelimit.Request{Policy: p, Key: "k"}
 	// first and firstDone bracket the first decision, made on the server
 	// at some time between them: the script schedules the k-th place k
