@@ -169,6 +169,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec.endTunnel = cancel
 	ex.clock = newRouteClock(cancel, ex.body == nil)
 	ex.forwarded = *r.WithContext(ctx)
+	if len(rt.visible) > 0 {
+		// The limit fields are the gateway's on this route's answers
+		// (dropLimitHeaders), set now unless every limit was exempt.
+		rec.ownLimits = true
+		_, rec.setLimits = rec.Header()[hRateLimitPolicy]
+	}
 	rt.proxy.ServeHTTP(rec, &ex.forwarded)
 }
 
@@ -492,6 +498,11 @@ type recorder struct {
 	// the first 1xx: ReverseProxy clears the header map after passing an
 	// informational answer on, and the final answer must still carry them.
 	kept http.Header
+	// ownLimits: the route's answers carry the gateway's limit fields,
+	// never the upstream's; setLimits: the gateway set them (all five
+	// but X-RateLimit-Retry-After, which only a 429 has) before
+	// forwarding.
+	ownLimits, setLimits bool
 
 	// send is send_timeout, 0 for none; dl sets the write deadline of
 	// the client's connection (HTTP/1) or stream (HTTP/2), sendBy is the
@@ -581,10 +592,13 @@ var gatewayHeaders = append([]string{hRequestID}, limitHeaders...)
 
 func (w *recorder) WriteHeader(code int) {
 	informational := code < 200 && code != http.StatusSwitchingProtocols
-	if informational && !w.wrote && w.kept == nil {
-		// ReverseProxy clears the header map after passing a 1xx on,
-		// sent or not (see http10).
-		w.keep()
+	if informational && !w.wrote {
+		if w.kept == nil {
+			// ReverseProxy clears the header map after passing a
+			// 1xx on, sent or not (see http10).
+			w.keep()
+		}
+		w.ownFields()
 	}
 	if informational && w.http10 {
 		return
@@ -649,13 +663,36 @@ func (w *recorder) headerOut() {
 // ReverseProxy has already added the 1xx's fields to the header map by
 // then, after the gateway's own: the gateway sets each of its fields to
 // one value, so the first is its own, and the upstream's 1xx values of
-// the same names are left out.
+// the same names are left out. A field the gateway did not set is not
+// kept: its first value would be the upstream's.
 func (w *recorder) keep() {
 	h := w.Header()
 	w.kept = make(http.Header, len(gatewayHeaders))
 	for _, k := range gatewayHeaders {
+		if k != hRequestID && (!w.setLimits || k == hXRateLimitRetry) {
+			continue
+		}
 		if v, ok := h[k]; ok && len(v) > 0 {
 			w.kept[k] = v[:1:1]
+		}
+	}
+}
+
+// ownFields makes the 1xx about to go out carry the gateway's fields
+// alone, as the final answer does (dropRequestID, dropLimitHeaders): the
+// upstream's values of them, which ReverseProxy added to the header map,
+// are left out, and after a first 1xx, whose passing cleared the map, the
+// gateway's are put back.
+func (w *recorder) ownFields() {
+	h := w.Header()
+	for _, k := range gatewayHeaders {
+		if k != hRequestID && !w.ownLimits {
+			continue // a route of no visible limit passes the upstream's
+		}
+		if v, ok := w.kept[k]; ok {
+			h[k] = v
+		} else {
+			delete(h, k)
 		}
 	}
 }
