@@ -176,6 +176,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, rec.setLimits = rec.Header()[hRateLimitPolicy]
 	}
 	rt.proxy.ServeHTTP(rec, &ex.forwarded)
+	rec.dropTrailerFields()
 }
 
 // routeOf finds r's route in s and applies its max_body. It answers the
@@ -696,6 +697,36 @@ func (w *recorder) ownFields() {
 		}
 	}
 }
+
+// dropTrailerFields leaves the upstream's trailers of the gateway's own
+// fields out of the answer, as dropRequestID and dropLimitHeaders leave
+// out its header fields. ReverseProxy adds the upstream's trailers to the
+// header map once the body is copied, after the gateway's values of the
+// same names, and net/http sends as trailers what the map then holds
+// under an announced name, or under http.TrailerPrefix. The header went
+// out with its own copy of the map, so nothing of it changes.
+func (w *recorder) dropTrailerFields() {
+	if !w.wrote {
+		return
+	}
+	h := w.Header()
+	for i, k := range gatewayHeaders {
+		if k != hRequestID && !w.ownLimits {
+			continue // a route of no visible limit passes the upstream's
+		}
+		delete(h, k)
+		delete(h, gatewayTrailers[i])
+	}
+}
+
+// gatewayTrailers are gatewayHeaders under http.TrailerPrefix, in order.
+var gatewayTrailers = func() []string {
+	out := make([]string, len(gatewayHeaders))
+	for i, k := range gatewayHeaders {
+		out[i] = http.TrailerPrefix + k
+	}
+	return out
+}()
 
 func (w *recorder) Write(b []byte) (int, error) {
 	w.extend()
