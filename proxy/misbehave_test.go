@@ -184,6 +184,13 @@ func TestTransportBodilessAnswerWithBody(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				var answered atomic.Bool
+				// wrote is closed once the bytes after the bodiless
+				// answer are on the connection: the next request is
+				// sent only then, as it would be on a real upstream
+				// that sent them a moment before (on a loaded machine
+				// the upstream's write may come later than any fixed
+				// pause).
+				wrote := make(chan struct{})
 				up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 					for {
 						req, err := http.ReadRequest(br)
@@ -200,6 +207,7 @@ func TestTransportBodilessAnswerWithBody(t *testing.T) {
 							time.Sleep(50 * time.Millisecond)
 						}
 						io.WriteString(c, forged)
+						close(wrote)
 					}
 				})
 				tr := newTestTransport()
@@ -211,7 +219,11 @@ func TestTransportBodilessAnswerWithBody(t *testing.T) {
 				}
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
-				time.Sleep(150 * time.Millisecond)
+				select {
+				case <-wrote:
+				case <-time.After(10 * time.Second):
+					t.Fatal("the upstream did not send what follows the bodiless answer within 10s")
+				}
 				if _, body := get(t, tr, up.url()+"/"); body != "ok" {
 					t.Errorf("the next GET got %q, want ok: it read what followed the bodiless answer", body)
 				}
