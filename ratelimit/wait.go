@@ -22,6 +22,10 @@ type waiter struct {
 	// which keeps a mass give-up (a shutdown) from costing a timer re-arm
 	// per pair of waiters.
 	leaving atomic.Bool
+	// left, made by a waiter behind this one that is due while this one
+	// has not left yet, is closed when this one leaves the queue. Guarded
+	// by the bucket's lock.
+	left chan struct{}
 }
 
 // waitQueue lists a bucket's waiting requests in departure order. A
@@ -35,6 +39,11 @@ type waitQueue struct {
 // place to those behind it: each of them, and the bucket's next departure,
 // moves one interval earlier, so departures stay spaced by the interval in
 // arrival order with no hole. Timers run on MemoryOptions.Clock.
+//
+// A request leaves only once every one ahead of it in the queue has: when
+// a stalled process wakes up past two departures, their timers fire
+// together and the goroutines run in any order, so the one behind waits
+// for the one ahead rather than overtaking it (SPEC §3: in arrival order).
 //
 // The queue moves only when every departure scheduled behind the one given
 // up belongs to a request in Wait. A request that gives up while one behind
@@ -76,19 +85,21 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	// A bucket with requests in Wait is never removed, but it moves in
 	// its shard's table: after each unlock it is looked up again.
 	drained, drain := DrainOf(ctx)
+	var ahead chan struct{} // closed when the one ahead, due, has left
 	for {
 		select {
 		case <-w.timer.C:
 			// A departure only ever moves earlier, so any firing means due.
 			w.leaving.Store(true)
-			if queued {
-				s.mu.Lock()
-				e := s.find(h, r.Policy, r.Key)
-				e.dequeueLocked(w)
-				e.unlock(false)
-				s.mu.Unlock()
+			if ahead = m.leave(s, h, r, w, queued); ahead == nil {
+				return nil
 			}
-			return nil
+			continue
+		case <-ahead:
+			if ahead = m.leave(s, h, r, w, queued); ahead == nil {
+				return nil
+			}
+			continue
 		case <-drained:
 			// Where the departure stands now, under the bucket's lock,
 			// which guards it.
@@ -126,6 +137,27 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 		s.mu.Unlock()
 	}
 	return ctx.Err()
+}
+
+// leave takes w, which is due, out of its bucket's queue, unless one
+// ahead of it has not left yet: then it returns a channel closed when that
+// one leaves, and w stays. It takes the shard's lock itself.
+func (m *MemoryStore) leave(s *memShard, h uint64, r Request, w *waiter, queued bool) chan struct{} {
+	if !queued {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.find(h, r.Policy, r.Key)
+	defer e.unlock(false)
+	if p := w.prev; p != nil {
+		if p.left == nil {
+			p.left = make(chan struct{})
+		}
+		return p.left
+	}
+	e.dequeueLocked(w)
+	return nil
 }
 
 // giveUpLocked removes w from e's queue and hands its departure slot down
@@ -223,6 +255,10 @@ func (e *entry) dequeueLocked(w *waiter) {
 		w.next.prev = w.prev
 	}
 	w.prev, w.next = nil, nil
+	if w.left != nil {
+		close(w.left)
+		w.left = nil
+	}
 	if q.head == nil && e.pol.Algorithm != SlidingWindowLog && e.ext.block == 0 {
 		e.ext = nil
 	}
