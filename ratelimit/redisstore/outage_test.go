@@ -266,17 +266,7 @@ func TestLeaseFallbackDoesNotFlapUnderOOM(t *testing.T) {
 	})
 	p := leasePolicy(t, "lease-oom", ratelimit.FixedWindow, 1_000_000, time.Hour)
 	old := []ratelimit.Request{{Policy: p, Key: "old"}}
-	for range 3000 {
-		decideTimed(t, s, old)
-	}
-	s.refills.Wait()
-	l := s.leases.get(Key(s.prefix, old[0]), old[0])
-	l.mu.Lock()
-	held := l.units
-	l.mu.Unlock()
-	if held < 20 {
-		t.Fatalf("warm lease holds %d units, want >= 20", held)
-	}
+	warmLease(t, s, old, 20)
 	srv.Do("CONFIG", "SET", "maxmemory", "1")
 	for i := range 10 {
 		decideTimed(t, s, []ratelimit.Request{{Policy: p, Key: "fresh-" + string(rune('a'+i))}})

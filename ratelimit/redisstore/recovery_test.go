@@ -66,6 +66,33 @@ func TestBreakerClosesAfterRestartOnLatentRedis(t *testing.T) {
 	t.Logf("breaker closed %v after the restart", took)
 }
 
+// warmLease decides reqs, whose one limit is leased, 3000 times in a row
+// and returns its lease once the refills are in, with the units it holds
+// (at least least) and its batch. A stall of the process longer than the
+// lease's idle time (400ms here) between the last decision and the look
+// at the lease lets the idle sweep give its units back and forget it: the
+// look then finds a new, empty lease. The warm-up is run again until it
+// holds, within 10s.
+func warmLease(t *testing.T, s *Store, reqs []ratelimit.Request, least int64) (l *lease, held, batch int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		for range 3000 {
+			decideTimed(t, s, reqs)
+		}
+		s.refills.Wait()
+		l = s.leases.get(Key(s.prefix, reqs[0]), reqs[0])
+		l.mu.Lock()
+		held, batch = l.units, l.batch
+		l.mu.Unlock()
+		if held >= least {
+			return l, held, batch
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("warm lease holds %d units, want >= %d", held, least)
+		}
+	}
+}
+
 // TestLeaseResumesWhenServedFromHeldUnits: "when Redis answers again leases
 // resume, with one `lease resumed` line", and the gauge is 1 only "while a
 // leased policy decides locally". The breaker opens on another policy's
@@ -84,30 +111,7 @@ func TestLeaseResumesWhenServedFromHeldUnits(t *testing.T) {
 	lp := leasePolicy(t, "held", ratelimit.FixedWindow, 1_000_000, time.Hour)
 	leased := []ratelimit.Request{{Policy: lp, Key: "k"}}
 	other := []ratelimit.Request{{Policy: policyOf(t, "per-request", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}}
-	// A stall of the process longer than the lease's idle time (400ms
-	// here) between the last decision and the look at the lease lets the
-	// idle sweep give its units back and forget it: the look then finds a
-	// new, empty lease. The warm-up is run again until it holds.
-	var (
-		l           *lease
-		held, batch int64
-	)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		for range 3000 {
-			decideTimed(t, s, leased)
-		}
-		s.refills.Wait()
-		l = s.leases.get(Key(s.prefix, leased[0]), leased[0])
-		l.mu.Lock()
-		held, batch = l.units, l.batch
-		l.mu.Unlock()
-		if held >= 50 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("warm lease holds %d units, want >= 50", held)
-		}
-	}
+	l, held, batch := warmLease(t, s, leased, 50)
 	srv.Kill()
 	for range breakerFailures {
 		decideTimed(t, s, other)
