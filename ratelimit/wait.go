@@ -139,9 +139,12 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	return ctx.Err()
 }
 
-// leave takes w, which is due, out of its bucket's queue, unless one
-// ahead of it has not left yet: then it returns a channel closed when that
-// one leaves, and w stays. It takes the shard's lock itself.
+// leave takes w, which is due, out of its bucket's queue, unless one of
+// its schedule ahead of it has not left yet: then it returns a channel
+// closed when that one leaves, and w stays. A waiter of a schedule the
+// bucket no longer keeps (old) neither waits nor is waited for: it leaves
+// at its own time, and a give-up moves only the current schedule, which
+// may bring it ahead of an old one. It takes the shard's lock itself.
 func (m *MemoryStore) leave(s *memShard, h uint64, r Request, w *waiter, queued bool) chan struct{} {
 	if !queued {
 		return nil
@@ -150,7 +153,10 @@ func (m *MemoryStore) leave(s *memShard, h uint64, r Request, w *waiter, queued 
 	defer s.mu.Unlock()
 	e := s.find(h, r.Policy, r.Key)
 	defer e.unlock(false)
-	if p := w.prev; p != nil {
+	for p := w.prev; p != nil && !w.old; p = p.prev {
+		if p.old {
+			continue
+		}
 		if p.left == nil {
 			p.left = make(chan struct{})
 		}
