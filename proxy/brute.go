@@ -81,7 +81,7 @@ func (rt *route) setOverriddenHeaders(h http.Header, reqs []ratelimit.Request, d
 		}
 		b = append(b, rt.quoted[i]...)
 		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+		b = strconv.AppendInt(b, shownRemaining(d), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, seconds(d.RetryAfter), 10)
 		pb = append(pb, rt.quoted[i]...)
@@ -89,7 +89,7 @@ func (rt *route) setOverriddenHeaders(h http.Header, reqs []ratelimit.Request, d
 		pb = strconv.AppendInt(pb, p.Limit, 10)
 		pb = append(pb, ";w="...)
 		pb = strconv.AppendInt(pb, max(seconds(p.Window), 1), 10)
-		if most < 0 || d.Remaining < ds[most].Remaining {
+		if most < 0 || shownRemaining(d) < shownRemaining(&ds[most]) {
 			most = i
 		}
 	}
@@ -100,7 +100,7 @@ func (rt *route) setOverriddenHeaders(h http.Header, reqs []ratelimit.Request, d
 	h[hRateLimit] = []string{string(b)}
 	d := &ds[most]
 	h[hXRateLimitLimit] = []string{strconv.FormatInt(d.Limit, 10)}
-	h[hXRateLimitRemain] = []string{strconv.FormatInt(max(d.Remaining, 0), 10)}
+	h[hXRateLimitRemain] = []string{strconv.FormatInt(shownRemaining(d), 10)}
 	h[hXRateLimitReset] = []string{strconv.FormatInt(seconds(d.Reset), 10)}
 }
 

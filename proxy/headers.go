@@ -73,10 +73,15 @@ func policyHeader(names []string, pols []*ratelimit.Policy) string {
 	return b.String()
 }
 
+// shownRemaining is the remaining of d as the fields show it: r and
+// X-RateLimit-Remaining, never below 0.
+func shownRemaining(d *ratelimit.Decision) int64 { return max(d.Remaining, 0) }
+
 // setLimitHeaders writes RateLimit and the classic X-RateLimit-* fields for
 // the route's visible (non-shadow) limits. The classic fields describe the
-// most restrictive limit: the lowest remaining, the first on a tie. Their
-// value slices are cut from v, which the caller allocates with the request.
+// most restrictive limit: the lowest remaining as shown (shownRemaining),
+// the first on a tie. Their value slices are cut from v, which the caller
+// allocates with the request.
 func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision, v *[4]string) {
 	if len(rt.visible) == 0 {
 		return
@@ -91,10 +96,10 @@ func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision, v *[4]s
 		}
 		b = append(b, rt.quoted[i]...)
 		b = append(b, ";r="...)
-		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+		b = strconv.AppendInt(b, shownRemaining(d), 10)
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, seconds(d.RetryAfter), 10)
-		if most < 0 || d.Remaining < ds[most].Remaining {
+		if most < 0 || shownRemaining(d) < shownRemaining(&ds[most]) {
 			most = i
 		}
 	}
@@ -104,7 +109,7 @@ func (rt *route) setLimitHeaders(h http.Header, ds []ratelimit.Decision, v *[4]s
 	n0 := len(b)
 	b = strconv.AppendInt(b, d.Limit, 10)
 	n1 := len(b)
-	b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+	b = strconv.AppendInt(b, shownRemaining(d), 10)
 	n2 := len(b)
 	b = strconv.AppendInt(b, seconds(d.Reset), 10)
 	all := string(b)
