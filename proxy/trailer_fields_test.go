@@ -19,25 +19,8 @@ import (
 // no body) and ReverseProxy's transport (a POST with one).
 func TestUpstreamTrailerFieldsNotKept(t *testing.T) {
 	t.Parallel()
-	const chunked = "HTTP/1.1 200 OK\r\nTrailer: X-Ratelimit-Remaining, Ratelimit, X-Upstream\r\nTransfer-Encoding: chunked\r\n\r\n" +
-		"2\r\nok\r\n0\r\nX-Ratelimit-Remaining: 999\r\nRatelimit: \"up\";r=999;t=1\r\nX-Upstream: yes\r\nX-Request-Id: upstream-trailer\r\n\r\n"
-	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
-		for answer(c, br, chunked) {
-		}
-	})
-	srv, _ := newTestGateway(t, `
-routes:
-  - name: limited
-    match: {path_prefix: /limited}
-    upstream: %[1]s
-    limits:
-      - {algorithm: fixed_window, limit: 5, window: 1m, key: [ip]}
-  - name: shadowed
-    match: {path_prefix: /shadowed}
-    upstream: %[1]s
-    limits:
-      - {algorithm: fixed_window, limit: 5, window: 1m, key: [ip], shadow: true}
-`, up.url())
+	up := newTrailerUpstream(t)
+	srv, _ := newTestGateway(t, trailerRoutes, up.url())
 	for _, method := range []string{"GET", "POST"} {
 		for _, path := range []string{"/limited", "/shadowed"} {
 			t.Run(method+path, func(t *testing.T) {
@@ -82,3 +65,30 @@ routes:
 		}
 	}
 }
+
+// newTrailerUpstream answers every request with a chunked "ok" whose
+// trailers hold rate-limit fields, an X-Request-Id and a field of its own.
+func newTrailerUpstream(t *testing.T) *rawUpstream {
+	const chunked = "HTTP/1.1 200 OK\r\nTrailer: X-Ratelimit-Remaining, Ratelimit, X-Upstream\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"2\r\nok\r\n0\r\nX-Ratelimit-Remaining: 999\r\nRatelimit: \"up\";r=999;t=1\r\nX-Upstream: yes\r\nX-Request-Id: upstream-trailer\r\n\r\n"
+	return newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		for answer(c, br, chunked) {
+		}
+	})
+}
+
+// trailerRoutes puts the trailer upstream (%[1]s) behind a limited route
+// and one whose only limit is a shadow.
+const trailerRoutes = `
+routes:
+  - name: limited
+    match: {path_prefix: /limited}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 5, window: 1m, key: [ip]}
+  - name: shadowed
+    match: {path_prefix: /shadowed}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 5, window: 1m, key: [ip], shadow: true}
+`
