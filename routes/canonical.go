@@ -160,12 +160,18 @@ func CanonicalMethod(m string) (string, error) {
 // "%" outside an IPv6 literal's brackets (where it escapes a zone):
 // WHATWG's URL parser (under Node) decodes escapes in a host, so to an
 // upstream that parses X-Forwarded-Host "api%2eexample.com" is
-// api.example.com.
+// api.example.com. So are the other bytes RFC 3986 allows in a host and
+// no DNS name holds, "!$&'()*+;=~".
 func CanonicalHost(host string, tls bool) (string, error) {
 	if !httpguts.ValidHostHeader(host) || strings.IndexByte(host, ',') >= 0 {
 		return "", ErrHostChar
 	}
-	if !strings.HasPrefix(host, "[") && strings.IndexByte(host, '%') >= 0 {
+	if !strings.HasPrefix(host, "[") && strings.ContainsAny(host, "%!$&'()*+;=~") {
+		// A name is letters, digits, "-", "." and "_"; RFC 3986 lets a
+		// host hold the sub-delims too, which no DNS name does, and
+		// which upstreams read apart ("a.example;x" is a.example to a
+		// parser that takes ";" for a parameter), so they answer 400
+		// as the escape does.
 		return "", ErrHostChar
 	}
 	name, port := host, ""

@@ -100,6 +100,20 @@ func TestCanonicalHost(t *testing.T) {
 		{"[api%2eexample.com]", false, "", ErrHostChar},
 		{"[1.2.3.4]", false, "", ErrHostChar},
 		{"[::ffff:1.2.3.4]:80", false, "[::ffff:1.2.3.4]", nil},
+		// RFC 3986's sub-delims may stand in a reg-name, never in a DNS
+		// name; a parser that cuts at ";" or "!" reads another host.
+		{"acme.example.com;x", false, "", ErrHostChar},
+		{"acme.example.com!x:80", false, "", ErrHostChar},
+		{"acme.example.com$", false, "", ErrHostChar},
+		{"acme.example.com&x", false, "", ErrHostChar},
+		{"acme.example.com'", false, "", ErrHostChar},
+		{"acme.example.com(x)", false, "", ErrHostChar},
+		{"acme.example.com*", false, "", ErrHostChar},
+		{"acme.example.com+x", false, "", ErrHostChar},
+		{"acme.example.com=x", false, "", ErrHostChar},
+		{"~acme.example.com", false, "", ErrHostChar},
+		{"acme_1.example.com", false, "acme_1.example.com", nil},
+		{"xn--bcher-kva.example", false, "xn--bcher-kva.example", nil},
 	} {
 		if got, err := CanonicalHost(tc.in, tc.tls); got != tc.want || err != tc.err {
 			t.Errorf("CanonicalHost(%q, tls %v): got %q, %v; want %q, %v", tc.in, tc.tls, got, err, tc.want, tc.err)
