@@ -232,8 +232,8 @@ func TestH2UpstreamFieldsOwn(t *testing.T) {
 		h.Set("Trailer", "X-Ratelimit-Remaining, Ratelimit")
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, "ok")
-		// Flushed, the answer has no Content-Length: with one, an
-		// HTTP/1 client's answer would have it too, and no trailers.
+		// Flushed, the answer has no Content-Length (for one with it,
+		// see TestTrailersOfAnAnswerWithALength).
 		w.(http.Flusher).Flush()
 		h.Set("X-Ratelimit-Remaining", "999")
 		h.Set("Ratelimit", `"up";r=999;t=1`)
@@ -311,4 +311,47 @@ func newTLSGatewayVia(t *testing.T, yaml string, tr http.RoundTripper) *httptest
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// TestTrailersOfAnAnswerWithALength: an HTTP/2 upstream may send a
+// Content-Length and trailers both (Go's server adds the length to an
+// answer its handler never flushed). An HTTP/1.1 client gets trailers only
+// after a chunked body, so the answer goes to it chunked, trailers and
+// all, rather than framed by the length with its trailers dropped.
+func TestTrailersOfAnAnswerWithALength(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Checksum")
+		io.WriteString(w, "ok")
+		w.Header().Set("X-Checksum", "abc")
+	}))
+	up.EnableHTTP2 = true
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	tr := NewTransport()
+	tr.base.(*http.Transport).TLSClientConfig = up.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	srv := newTLSGatewayVia(t, fmt.Sprintf("routes:\n  - name: up\n    upstream: %s\n", up.URL), tr)
+	for _, method := range []string{"GET", "POST"} {
+		t.Run(method, func(t *testing.T) {
+			c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, method+" / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(resp.Body)
+			if err != nil || string(b) != "ok" {
+				t.Fatalf("body %q, %v; want ok", b, err)
+			}
+			if got := resp.Trailer.Get("X-Checksum"); got != "abc" {
+				t.Errorf("trailer X-Checksum %q (Content-Length %d, Transfer-Encoding %q), want abc", got, resp.ContentLength, resp.TransferEncoding)
+			}
+		})
+	}
 }

@@ -95,6 +95,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.rec.ResponseWriter = w
 	rec := &ex.rec
 	rec.http10 = !r.ProtoAtLeast(1, 1)
+	rec.head = r.Method == http.MethodHead
 	if s != nil {
 		rec.bound(w, r, s.cfg.SendTimeout)
 		rec.idle = s.cfg.WebSocketIdleTimeout
@@ -516,6 +517,9 @@ type recorder struct {
 	// answer may go (RFC 9110 §15.2): it would read a 103 as the final
 	// answer and the real one as its body.
 	http10 bool
+	// head: the request is a HEAD, whose answer's Content-Length tells
+	// the length of a body it does not have.
+	head bool
 	// idle is websocket_idle_timeout, 0 for none; endTunnel cancels the
 	// forwarded request, which ends the upstream's side of an upgraded
 	// connection.
@@ -765,6 +769,12 @@ func (w *recorder) final(code int) {
 				h[k] = v
 			}
 		}
+	}
+	if _, ok := h["Trailer"]; ok && !w.h2 && !w.http10 && !w.head {
+		// An HTTP/1.1 client gets trailers only after a chunked body,
+		// and net/http frames an answer by its Content-Length when it
+		// has one, dropping them: an HTTP/2 upstream may send both.
+		delete(h, "Content-Length")
 	}
 	if _, ok := h["Content-Type"]; !ok {
 		// An answer without a type goes out without one, as nginx and
