@@ -267,8 +267,8 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 		return nil
 	}
 	o := &Overrides{byKey: map[string]int{}, by4: map[uint64]int{}, by6: map[prefix6]int{}, ipAt: -1}
-	piped := 0     // sources whose values may hold '|'
-	var ipAt []int // where the key holds the client address
+	piped := 0             // sources whose values may hold '|'
+	var ipAt, hostAt []int // where the key holds the client address, the host
 	for i, t := range sources {
 		src, err := parseSource(t)
 		if err != nil || src.holdsPipe() {
@@ -276,6 +276,9 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 		}
 		if err == nil && src.kind == srcIP {
 			ipAt = append(ipAt, i)
+		}
+		if err == nil && src.kind == srcHost {
+			hostAt = append(hostAt, i)
 		}
 	}
 	for i, in := range items {
@@ -328,6 +331,13 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 							as = "an IPv4-mapped address as IPv4"
 						}
 						d.errorf(k.n, index(field(p, "keys"), j), "the key holds the client %q as %q (%s): write that, or list the address under clients:", parts[at], want, as)
+					}
+				}
+				for _, at := range hostAt {
+					if want, ok := hostKey(parts[at]); !ok {
+						d.errorf(k.n, index(field(p, "keys"), j), "%q is no host, as the key holds one there (%s): no request would match it", parts[at], sources[at])
+					} else if want != parts[at] {
+						d.errorf(k.n, index(field(p, "keys"), j), "the key holds the host %q as %q (lower case, without a trailing dot or the scheme's default port): write that", parts[at], want)
 					}
 				}
 			}

@@ -9,7 +9,8 @@ import (
 // for the policy called name, names no bucket a request could have made:
 // at the place of an ip source it writes a client address otherwise than
 // as the key holds it (an IPv6 client as its /64, an IPv4-mapped one as
-// IPv4), as an address copied from the access log is written. It returns
+// IPv4), as an address copied from the access log is written, or at the
+// place of header:Host a host that is not canonical. It returns
 // "" when key has no such value, and when the split of key into values is
 // not known: a value holding "|", or a policy no route uses.
 func (c *Config) ClientKeyProblem(name, key string) string {
@@ -23,18 +24,42 @@ func (c *Config) ClientKeyProblem(name, key string) string {
 	}
 	fixed := false
 	for i, s := range k.sources {
-		if s.kind != srcIP {
+		var want string
+		var ok bool
+		switch s.kind {
+		case srcIP:
+			want, ok = clientKey(parts[i])
+		case srcHost:
+			want, ok = hostKey(parts[i])
+		default:
 			continue
 		}
-		if want, ok := clientKey(parts[i]); ok && want != parts[i] {
+		if ok && want != parts[i] {
 			parts[i], fixed = want, true
 		}
 	}
 	if !fixed {
 		return ""
 	}
-	return fmt.Sprintf("key %q names no bucket: the key holds a client address as %q (an IPv6 client as its /64, an IPv4-mapped one as IPv4; key sources %s)",
+	return fmt.Sprintf("key %q names no bucket: the key holds it as %q (an IPv6 client as its /64, an IPv4-mapped one as IPv4, a host in lower case without a trailing dot or the scheme's default port; key sources %s)",
 		key, strings.Join(parts, "|"), k.String())
+}
+
+// hostKey is the key value a header:Host source gives the host v names,
+// and whether v names one: v itself when it is canonical for http or
+// https, else its canonical form for http.
+func hostKey(v string) (string, bool) {
+	c, err := CanonicalHost(v, false)
+	if err != nil {
+		return "", false
+	}
+	if c == v {
+		return v, true
+	}
+	if t, err := CanonicalHost(v, true); err == nil && t == v {
+		return v, true
+	}
+	return c, true
 }
 
 // keyOf is the key list of the policy called name, as the first route that

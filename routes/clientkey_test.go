@@ -12,10 +12,11 @@ policies:
   by-ip: {algorithm: fixed_window, limit: 1, window: 1h, key: [ip]}
   by-user-ip: {algorithm: fixed_window, limit: 1, window: 1h, key: [header:X-User, ip]}
   unused: {algorithm: fixed_window, limit: 1, window: 1h, key: [ip]}
+  by-host: {algorithm: fixed_window, limit: 1, window: 1h, key: [header:Host, ip]}
 routes:
   - name: api
     upstream: http://127.0.0.1:9000
-    limits: [by-ip, by-user-ip, {algorithm: fixed_window, limit: 1, window: 1h, key: [ip, route]}]
+    limits: [by-ip, by-user-ip, by-host, {algorithm: fixed_window, limit: 1, window: 1h, key: [ip, route]}]
 `, nil)
 	for _, tc := range []struct {
 		policy, key, want string // want: the key named in the problem, "" for none
@@ -29,7 +30,16 @@ routes:
 		{"by-ip", "", ""},
 		{"by-user-ip", "alice|2001:db8::1", "alice|2001:db8::/64"},
 		{"by-user-ip", "a|b|2001:db8::1", ""}, // the split is not known
-		{"api#3", "::ffff:10.0.0.1|api", "10.0.0.1|api"},
+		{"api#4", "::ffff:10.0.0.1|api", "10.0.0.1|api"},
+		{"by-host", "acme.example.com|192.0.2.7", ""},
+		{"by-host", "acme.example.com:8443|192.0.2.7", ""},
+		{"by-host", "acme.example.com:443|192.0.2.7", ""}, // canonical for http
+		{"by-host", "ACME.example.com|192.0.2.7", "acme.example.com|192.0.2.7"},
+		{"by-host", "acme.example.com.|192.0.2.7", "acme.example.com|192.0.2.7"},
+		{"by-host", "acme.example.com:80|192.0.2.7", ""}, // canonical for https
+		{"by-host", "acme.example.com:080|192.0.2.7", "acme.example.com|192.0.2.7"},
+		{"by-host", "acme.example.com|2001:db8::1", "acme.example.com|2001:db8::/64"},
+		{"by-host", "|192.0.2.7", ""}, // HTTP/1.0 without a host
 		{"unused", "2001:db8::1", ""}, // no route keys it
 		{"nope", "2001:db8::1", ""},
 	} {

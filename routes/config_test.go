@@ -57,13 +57,16 @@ testdata/bad_override_spans.yaml:14:9: policies.api.overrides[1].limit: the inte
 	// A policy of one source, or of one source beside ip, may hold '|'.
 	{"bad_override_parts.yaml", `testdata/bad_override_parts.yaml:9:16: policies.logins.overrides[0].keys[0]: want 2 values joined by "|", one per key source (json:username|header:X-Device), got 3: with more than one source that may hold "|", other values would match it
 testdata/bad_override_parts.yaml:9:43: policies.logins.overrides[0].keys[2]: want 2 values joined by "|", one per key source (json:username|header:X-Device), got 1: no request would match it`},
-	// A key value at the place of an ip source is written as the key
-	// holds the client (an IPv6 client as its /64), or nothing matches it.
+	// A key value at the place of an ip or header:Host source is written
+	// as the key holds it (an IPv6 client as its /64, a host canonical),
+	// or nothing matches it.
 	{"bad_override_client.yaml", `testdata/bad_override_client.yaml:8:16: policies.per-ip.overrides[0].keys[0]: the key holds the client "2001:db8:1:2::5" as "2001:db8:1:2::/64" (an IPv6 client as its /64): write that, or list the address under clients:
 testdata/bad_override_client.yaml:8:35: policies.per-ip.overrides[0].keys[1]: the key holds the client "::ffff:192.0.2.1" as "192.0.2.1" (an IPv4-mapped address as IPv4): write that, or list the address under clients:
 testdata/bad_override_client.yaml:8:55: policies.per-ip.overrides[0].keys[2]: "2001:db8::/48" is no client address, as the key holds one there (ip): no request would match it; list ranges under clients:
 testdata/bad_override_client.yaml:8:72: policies.per-ip.overrides[0].keys[3]: "partner" is no client address, as the key holds one there (ip): no request would match it; list ranges under clients:
-testdata/bad_override_client.yaml:16:16: policies.per-user-ip.overrides[0].keys[0]: the key holds the client "2001:db8:0:0:0:0:0:1" as "2001:db8::/64" (an IPv6 client as its /64): write that, or list the address under clients:`},
+testdata/bad_override_client.yaml:16:16: policies.per-user-ip.overrides[0].keys[0]: the key holds the client "2001:db8:0:0:0:0:0:1" as "2001:db8::/64" (an IPv6 client as its /64): write that, or list the address under clients:
+testdata/bad_override_client.yaml:24:35: policies.per-host.overrides[0].keys[1]: the key holds the host "API.example.com" as "api.example.com" (lower case, without a trailing dot or the scheme's default port): write that
+testdata/bad_override_client.yaml:24:100: policies.per-host.overrides[0].keys[4]: "api.example.com;x" is no host, as the key holds one there (header:Host): no request would match it`},
 	{"bad_overrides.yaml", `testdata/bad_overrides.yaml:9:9: policies.api.overrides[0].clients: set keys or clients, not both
 testdata/bad_overrides.yaml:11:19: policies.api.overrides[1].clients[0]: invalid CIDR "10.20.1.0/16": host bits are set (did you mean 10.20.0.0/16?)
 testdata/bad_overrides.yaml:11:44: policies.api.overrides[1].clients[2]: invalid CIDR "nonsense": want an address or prefix, like 10.0.0.0/8 or 192.0.2.7
