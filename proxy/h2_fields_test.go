@@ -355,3 +355,48 @@ func TestTrailersOfAnAnswerWithALength(t *testing.T) {
 		})
 	}
 }
+
+// TestTrailersOfAHeadAnswerKeepTheLength: the answer to a HEAD keeps the
+// Content-Length that tells the length of the body it does not have, even
+// when the upstream announces trailers, and so does a HEAD spelled "head",
+// which the gateway forwards and net/http answers as a HEAD.
+func TestTrailersOfAHeadAnswerKeepTheLength(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodHead {
+			http.Error(w, "want HEAD, got "+r.Method, http.StatusMethodNotAllowed)
+			return
+		}
+		w.Header().Set("Trailer", "X-Checksum")
+		w.Header().Set("Content-Length", "2")
+	}))
+	up.EnableHTTP2 = true
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	tr := NewTransport()
+	tr.base.(*http.Transport).TLSClientConfig = up.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	srv := newTLSGatewayVia(t, fmt.Sprintf("routes:\n  - name: up\n    upstream: %s\n", up.URL), tr)
+	for _, method := range []string{"HEAD", "head"} {
+		t.Run(method, func(t *testing.T) {
+			c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, method+" / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
+			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodHead})
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want 200", resp.StatusCode)
+			}
+			if got := resp.Header.Get("Content-Length"); got != "2" {
+				t.Errorf("Content-Length %q, want 2", got)
+			}
+		})
+	}
+}

@@ -95,7 +95,6 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ex.rec.ResponseWriter = w
 	rec := &ex.rec
 	rec.http10 = !r.ProtoAtLeast(1, 1)
-	rec.head = r.Method == http.MethodHead
 	if s != nil {
 		rec.bound(w, r, s.cfg.SendTimeout)
 		rec.idle = s.cfg.WebSocketIdleTimeout
@@ -129,6 +128,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Routes, keys and the upstream all see the canonical request.
 	var err error
 	ex.client, ex.trusted, err = s.trust.canonicalize(r)
+	// Read once the method is upper-cased, as net/http reads it when it
+	// writes the answer: a "head" is a HEAD to both.
+	rec.head = r.Method == http.MethodHead
 	if v := r.Header[hRequestID]; len(v) > 0 {
 		ex.id = v[0] // as Header.Get, without canonicalizing a canonical name
 	}
