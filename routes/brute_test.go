@@ -254,3 +254,47 @@ routes:
 		}
 	}
 }
+
+// TestOverrideKeyHostBesidePipe: a host never holds '|' (CanonicalHost
+// refuses it), so beside header:Host a source that may hold '|' splits
+// one way only: a listed "acme.example.com|ci|runner" is the tenant
+// "ci|runner" on acme.example.com, a valid override, not an ambiguous one.
+func TestOverrideKeyHostBesidePipe(t *testing.T) {
+	t.Parallel()
+	c := mustParse(t, `
+policies:
+  per-tenant:
+    algorithm: fixed_window
+    limit: 1
+    window: 1m
+    key: [header:Host, header:X-Tenant]
+    overrides:
+      - keys: ["acme.example.com|ci|runner"]
+        exempt: true
+routes:
+  - name: r
+    upstream: http://127.0.0.1:9000
+    limits: [per-tenant]
+`, nil)
+	l := c.Table.Routes[0].Limits[0]
+	for _, tc := range []struct {
+		host, tenant string
+		exempt       bool
+	}{
+		{"acme.example.com", "ci|runner", true},
+		{"acme.example.com", "ci", false},
+		{"other.example.com", "ci|runner", false},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Host = tc.host
+		r.Header.Set("X-Tenant", tc.tenant)
+		k, err := l.Key.Append(nil, r, netip.MustParseAddr("192.0.2.1"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ov := l.Overrides.Match(k, netip.MustParseAddr("192.0.2.1"))
+		if got := ov != nil && ov.Exempt; got != tc.exempt {
+			t.Errorf("tenant %q on %s (key %q): exempt %v, want %v", tc.tenant, tc.host, k, got, tc.exempt)
+		}
+	}
+}

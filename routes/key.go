@@ -71,12 +71,12 @@ const maxQueryParams = 1000
 // globalValue is the value of the global source: one bucket for everyone.
 const globalValue = "global"
 
-// parseSource compiles one entry of a policy's key list.
 // holdsPipe reports whether the source's value may hold '|', the
-// separator of composite key values: all but an address, a route's name
-// (checkName) and the global value.
+// separator of composite key values: all but an address, a host (which
+// CanonicalHost refuses with a '|'), a route's name (checkName) and the
+// global value.
 func (s source) holdsPipe() bool {
-	return s.kind != srcIP && s.kind != srcRoute && s.kind != srcGlobal
+	return s.kind != srcIP && s.kind != srcHost && s.kind != srcRoute && s.kind != srcGlobal
 }
 
 // CheckKeySource returns the error a config gets for key source s, nil
@@ -87,6 +87,7 @@ func CheckKeySource(s string) error {
 	return err
 }
 
+// parseSource compiles one entry of a policy's key list.
 func parseSource(s string) (source, error) {
 	src, err := parseSourceKind(s)
 	src.text = s
