@@ -11,36 +11,6 @@ import (
 	"github.com/sluicehq/sluice/routes"
 )
 
-// untrustedHeaders are the fields a client could use to tell the upstream
-// another story than the request line and the peer (its address, scheme,
-// host, prefix, path or method). From a peer outside trusted_proxies they
-// are removed before matching; "X-Forwarded-" covers every field of that
-// prefix.
-var untrustedHeaders = []string{
-	"Forwarded",
-	"X-Real-Ip",
-	"True-Client-Ip",
-	"X-Original-Url",
-	"X-Rewrite-Url",
-	"X-Http-Method-Override",
-	"X-Method-Override",
-	// Beyond SPEC's list: the other fields upstream libraries take the
-	// client's address from (Node's request-ip reads X-Client-IP before
-	// X-Forwarded-For; Django's ipware reads Client-IP, X-Forwarded and
-	// Forwarded-For), so that an upstream's own limits, logs and
-	// allow-lists see the client sluice keyed, not one the client named.
-	"X-Forwarded",
-	"Forwarded-For",
-	"X-Client-Ip",
-	"Client-Ip",
-	"X-Cluster-Client-Ip",
-	"Cf-Connecting-Ip",
-	"Cf-Connecting-Ipv6",
-	"Cf-Pseudo-Ipv4",
-	"Fastly-Client-Ip",
-	"X-Appengine-User-Ip",
-}
-
 // canonicalize puts r into the one form that routes, key sources and the
 // upstream all see (SPEC §4, "The request the limits see is the request
 // the upstream gets"): method upper-cased, path with repeated slashes
@@ -167,7 +137,7 @@ func canonicalPath(u *url.URL) error {
 // would be keys of their own), and so does an HTTP/1 continuation line.
 func cleanHeaders(h http.Header, trusted bool) {
 	for name, vs := range h {
-		if strings.IndexByte(name, '_') >= 0 || !trusted && untrusted(name) {
+		if strings.IndexByte(name, '_') >= 0 || !trusted && routes.ForwardingField(name) {
 			delete(h, name)
 			continue
 		}
@@ -243,26 +213,6 @@ func deleteField(h http.Header, tok string) {
 	if _, ok := h[string(b)]; ok {
 		delete(h, string(b))
 	}
-}
-
-func untrusted(name string) bool {
-	if name == "" {
-		return false
-	}
-	switch name[0] {
-	case 'C', 'c', 'F', 'f', 'T', 't', 'X', 'x':
-	default:
-		return false
-	}
-	if len(name) > len("X-Forwarded-") && strings.EqualFold(name[:len("X-Forwarded-")], "X-Forwarded-") {
-		return true
-	}
-	for _, u := range untrustedHeaders {
-		if len(u) == len(name) && strings.EqualFold(name, u) {
-			return true
-		}
-	}
-	return false
 }
 
 // cleanQuery returns raw reduced to the pairs that parse, as

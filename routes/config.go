@@ -509,7 +509,9 @@ func (d *decoder) config(root *yaml.Node, dir string) *Config {
 			admin = d.address(admin, "admin")
 		}
 	}
-	c.TrustedProxies = d.prefixes(d.strs(m, "trusted_proxies", ""), "trusted_proxies")
+	trusted := d.strs(m, "trusted_proxies", "")
+	c.TrustedProxies = d.prefixes(trusted, "trusted_proxies")
+	d.noTrusted = len(trusted.v) == 0 // not when a listed one is broken: that is reported
 	if e := m["tls"]; !isNull(e.val) {
 		c.TLS = d.tls(e.val, "tls", dir)
 	}

@@ -193,6 +193,13 @@ testdata/bad_types.yaml:11:3: routes: must be a list, not a mapping`},
 	{"bad_unknown_field.yaml", `testdata/bad_unknown_field.yaml:3:1: bogus: unknown field
 testdata/bad_unknown_field.yaml:7:31: routes[0].match.method: unknown field`},
 	{"bad_unknown_policy.yaml", `testdata/bad_unknown_policy.yaml:6:22: routes[0].limits[1]: unknown policy "per-key"`},
+	// With no trusted_proxies, every peer is untrusted and the fields it
+	// could name its client by are removed from each request: a key on
+	// one would put every client in one bucket, a match on one never
+	// matches.
+	{"bad_untrusted_field.yaml", `testdata/bad_untrusted_field.yaml:6:11: policies.per-client.key[0]: key source "header:CF-Connecting-IP": CF-Connecting-IP is removed from the requests of peers outside trusted_proxies, and it lists none, so its value would always be empty: list the proxies that set it in trusted_proxies, or key on ip
+testdata/bad_untrusted_field.yaml:9:23: routes[0].match.headers.X-Forwarded-Proto: X-Forwarded-Proto is removed from the requests of peers outside trusted_proxies, and it lists none, so no route may match on it
+testdata/bad_untrusted_field.yaml:11:80: routes[0].limits[1].key[0]: key source "header:x-real-ip": x-real-ip is removed from the requests of peers outside trusted_proxies, and it lists none, so its value would always be empty: list the proxies that set it in trusted_proxies, or key on ip`},
 	{"bad_unset_env.yaml", `testdata/bad_unset_env.yaml:4:15: store.redis.password: environment variable REDIS_PASSWORD is not set
 testdata/bad_unset_env.yaml:6:17: store.redis.addresses[0]: environment variable REDIS_HOST is not set
 testdata/bad_unset_env.yaml:6:17: store.redis.addresses[0]: environment variable REDIS_PORT is not set

@@ -32,6 +32,9 @@ type decoder struct {
 	// tlsListen is tls.listen as written, for the check that no two
 	// listeners bind one address.
 	tlsListen val[string]
+	// noTrusted: trusted_proxies lists no peer, so no request holds a
+	// field that ForwardingField names.
+	noTrusted bool
 }
 
 // entry is one key and value of a mapping.

@@ -203,6 +203,10 @@ func (d *decoder) policy(n *yaml.Node, path, name string) *policyDef {
 			d.errorf(s.n, index(kp, i), "%v", err)
 			continue
 		}
+		if src.kind == srcHeader && d.noTrusted && ForwardingField(src.name) {
+			d.errorf(s.n, index(kp, i), "key source %q: %s, so its value would always be empty: list the proxies that set it in trusted_proxies, or key on ip", s.v, untrustedOnly(strings.TrimPrefix(s.v, "header:")))
+			continue
+		}
 		def.sources = append(def.sources, src)
 		texts = append(texts, s.v)
 	}

@@ -432,6 +432,9 @@ func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
 		case strings.IndexByte(e.key.Value, '_') >= 0:
 			d.errorf(e.key, p, "%s, so no route may match on it", underscored(e.key.Value, "matching"))
 			continue
+		case d.noTrusted && ForwardingField(name):
+			d.errorf(e.key, p, "%s, so no route may match on it", untrustedOnly(e.key.Value))
+			continue
 		case seen[name]:
 			d.errorf(e.key, p, "header %s is listed twice", name)
 			continue
