@@ -139,12 +139,15 @@ func (m *MemoryStore) Wait(ctx context.Context, r Request, d Decision) error {
 	return ctx.Err()
 }
 
-// leave takes w, which is due, out of its bucket's queue, unless one of
-// its schedule ahead of it has not left yet: then it returns a channel
-// closed when that one leaves, and w stays. A waiter of a schedule the
-// bucket no longer keeps (old) neither waits nor is waited for: it leaves
-// at its own time, and a give-up moves only the current schedule, which
-// may bring it ahead of an old one. It takes the shard's lock itself.
+// leave takes w, which is due, out of its bucket's queue, unless one
+// ahead of it whose departure is no later than w's has not left yet: then
+// it returns a channel closed when that one leaves, and w stays. That one
+// is due too, so w waits only for it to go first. The departure decides,
+// not the schedule: a give-up moves only the current schedule, which may
+// bring one of it ahead of a waiter of a schedule the bucket no longer
+// keeps (old), and that one then need not wait; but the waiters of an old
+// schedule still leave in their order, as do an old one and a current one
+// behind it. It takes the shard's lock itself.
 func (m *MemoryStore) leave(s *memShard, h uint64, r Request, w *waiter, queued bool) chan struct{} {
 	if !queued {
 		return nil
@@ -153,8 +156,8 @@ func (m *MemoryStore) leave(s *memShard, h uint64, r Request, w *waiter, queued 
 	defer s.mu.Unlock()
 	e := s.find(h, r.Policy, r.Key)
 	defer e.unlock(false)
-	for p := w.prev; p != nil && !w.old; p = p.prev {
-		if p.old {
+	for p := w.prev; p != nil; p = p.prev {
+		if p.dep > w.dep {
 			continue
 		}
 		if p.left == nil {
