@@ -574,7 +574,10 @@ func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 // trimLeases starts a call, in the background, for each lease that holds
 // more than its share among the instances now seen, to give the rest
 // back (see trimLocked): the heartbeat calls it when N grows, so that a
-// lease holds its new share whether its traffic goes on or not.
+// lease holds its new share whether its traffic goes on or not. A holding
+// that has run out holds nothing: its lease is left to its next request
+// or the idle sweep, since a call would find nothing to trim and fetch a
+// fresh batch for a lease that may have no traffic left.
 func (s *Store) trimLeases() {
 	c := s.client.Load()
 	if c == nil {
@@ -583,13 +586,13 @@ func (s *Store) trimLeases() {
 	n := s.instances()
 	for _, l := range s.leases.all() {
 		l.mu.Lock()
-		if l.gone || l.inflight != nil || l.units <= maxBatch(l.req.Policy, n) {
-			l.mu.Unlock()
-			continue
-		}
 		now := l.lastNow
 		if !s.o.CallerTime {
 			now = time.Now()
+		}
+		if l.gone || l.inflight != nil || l.units <= maxBatch(l.req.Policy, n) || !now.Before(l.deadline) {
+			l.mu.Unlock()
+			continue
 		}
 		l.inflight = make(chan struct{})
 		l.mu.Unlock()

@@ -134,3 +134,59 @@ func TestLeaseHoldingShrinksWhenFleetGrows(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseTrimLeavesARunOutHoldingAlone: a lease whose holding has run
+// out (its window ended, its traffic stopped) holds nothing, whatever
+// units it still lists. When N grows, the heartbeat's trim has nothing to
+// give back there, and must not fetch the idle lease a fresh batch in the
+// background, budget the other instances then cannot have.
+func TestLeaseTrimLeavesARunOutHoldingAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	var granted atomic.Int64
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: time.Second,
+		OnLease: func(_, result string) {
+			if result == "granted" {
+				granted.Add(1)
+			}
+		}})
+	s.RetireLeases() // no heartbeats: N is set below
+	s.seen.Store(1)
+	r := ratelimit.Request{Policy: leasePolicy(t, "run-out", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
+	l := (*lease)(nil)
+	for i := 0; i < 2000; i++ {
+		if !decide1(t, s, time.Now(), r)[0].Allowed {
+			t.Fatalf("request %d rejected far below the limit", i)
+		}
+		s.refills.Wait()
+		s.leases.mu.Lock()
+		l = s.leases.m[Key(s.prefix, r)]
+		s.leases.mu.Unlock()
+		l.mu.Lock()
+		units := l.units
+		l.mu.Unlock()
+		if units > maxBatch(r.Policy, 10) {
+			break
+		}
+	}
+	l.mu.Lock()
+	if l.units <= maxBatch(r.Policy, 10) {
+		l.mu.Unlock()
+		t.Fatalf("the lease holds %d, want more than the share among 10: the test proves nothing", l.units)
+	}
+	// The holding runs out: as when its window ends with no request
+	// since.
+	l.deadline = time.Now().Add(-time.Millisecond)
+	l.mu.Unlock()
+	before := granted.Load()
+	s.seen.Store(10)
+	s.trimLeases()
+	s.refills.Wait()
+	if got := granted.Load() - before; got != 0 {
+		t.Errorf("the trim made %d grants to a lease whose holding had run out, want none", got)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if now := time.Now(); now.Before(l.deadline) && l.units > 0 {
+		t.Errorf("after the trim the run-out lease holds %d units until %v, want none", l.units, l.deadline.Sub(now))
+	}
+}
