@@ -255,12 +255,20 @@ func (l *lease) expireLocked(now time.Time) {
 // trimLocked moves what l holds past its share among n instances into
 // the units to give back with the next call: a holding built while fewer
 // instances were seen would otherwise stay above the share until spent,
-// and the fleet's leases above the bound on what all of them hold. Units
-// to give back of another window wait for their own call first.
+// and the fleet's leases above the bound on what all of them hold. A call
+// gives back units of one window: units to give back of another, an
+// ended one, are dropped, as returnLeases drops them. No later call would
+// trim (a refill is not started while the lease holds its share), and
+// they matter less: Redis has moved on from a fixed window's, and a
+// sliding_window_counter's only weigh less and less; kept counted, they
+// err towards admitting less.
 func (l *lease) trimLocked(n int) {
 	share := maxBatch(l.req.Policy, n)
-	if l.units <= share || (l.back > 0 && l.backMark != l.mark) {
+	if l.units <= share {
 		return
+	}
+	if l.back > 0 && l.backMark != l.mark {
+		l.back = 0
 	}
 	l.back += l.units - share
 	l.backMark = l.mark

@@ -190,3 +190,52 @@ func TestLeaseTrimLeavesARunOutHoldingAlone(t *testing.T) {
 		t.Errorf("after the trim the run-out lease holds %d units until %v, want none", l.units, l.deadline.Sub(now))
 	}
 }
+
+// TestLeaseTrimWithUnitsOfAnEndedWindowToGiveBack: a refill whose script
+// ran in the next window (on the server's clock, a call made just before
+// the window's end) leaves the lease with the units of the ended window
+// to give back and the new window's grant. When N grows before its next
+// call, the trim must still bring what it holds down to its share: no
+// later call would (a refill is not started while the lease holds its
+// share or more).
+func TestLeaseTrimWithUnitsOfAnEndedWindowToGiveBack(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second})
+	s.RetireLeases() // no heartbeats: N is set below
+	s.seen.Store(1)
+	r := ratelimit.Request{Policy: leasePolicy(t, "ended", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
+	t0 := time.Unix(1_700_000_000, 0)
+	var l *lease
+	for i := 0; i < 2000; i++ {
+		if !decide1(t, s, t0.Add(time.Duration(i)*time.Millisecond), r)[0].Allowed {
+			t.Fatalf("request %d rejected far below the limit", i)
+		}
+		s.refills.Wait()
+		s.leases.mu.Lock()
+		l = s.leases.m[Key(s.prefix, r)]
+		s.leases.mu.Unlock()
+		l.mu.Lock()
+		units := l.units
+		l.mu.Unlock()
+		if units > maxBatch(r.Policy, 10) {
+			break
+		}
+	}
+	share := maxBatch(r.Policy, 10)
+	l.mu.Lock()
+	if l.units <= share {
+		l.mu.Unlock()
+		t.Fatalf("the lease holds %d, want more than the share among 10 (%d): the test proves nothing", l.units, share)
+	}
+	// Units of the window before, to give back with the next call.
+	l.back, l.backMark = 3, l.mark-micros(time.Hour)
+	l.mu.Unlock()
+	s.seen.Store(10)
+	s.trimLeases()
+	s.refills.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.units > share {
+		t.Errorf("after the trim the lease holds %d, want at most its share among 10, %d", l.units, share)
+	}
+}
