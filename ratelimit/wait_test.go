@@ -444,3 +444,75 @@ func TestWaitOldLeavesInArrivalOrder(t *testing.T) {
 		t.Errorf("after both left: got waiters %v, want none", got)
 	}
 }
+
+// TestWaitCurrentDoesNotWaitForALaterOldOne: a request decided before a
+// reset but waiting only after it keeps its departure on the old schedule,
+// which may lie past the current schedule's once give-ups move that one
+// earlier. A current waiter then due does not wait for that old one
+// listed ahead of it, whose departure is later; it does wait for an old
+// one with an earlier departure, and leaves once that one has.
+func TestWaitCurrentDoesNotWaitForALaterOldOne(t *testing.T) {
+	t.Parallel()
+	var clock atomic.Int64 // offset from t0
+	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0.Add(time.Duration(clock.Load())) }})
+	defer m.Close()
+	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: 4})
+	r := Request{Policy: p, Key: "k"}
+	decide := func() Decision {
+		out := make([]Decision, 1)
+		m.Decide(context.Background(), t0, []Request{r}, out)
+		return out[0]
+	}
+	decide() // leaves at once
+	d1, _, d3 := decide(), decide(), decide()
+	bg := context.Background()
+	ctx1, cancel1 := context.WithCancel(bg)
+	defer cancel1()
+	first := make(chan error, 1)
+	go func() { first <- m.Wait(ctx1, r, d1) }() // +1m, old once reset
+	waitFor(t, m, r, 1)
+	if err := m.Reset(bg, r); err != nil {
+		t.Fatal(err)
+	}
+	x, y, z := decide(), decide(), decide() // the current schedule: +2m, +3m, +4m
+	ctxX, cancelX := context.WithCancel(bg)
+	ctxY, cancelY := context.WithCancel(bg)
+	defer cancelX()
+	defer cancelY()
+	done := make(chan error, 3)
+	go func() { done <- m.Wait(ctxX, r, x) }()
+	go func() { done <- m.Wait(ctxY, r, y) }()
+	last := make(chan error, 1)
+	go func() { last <- m.Wait(bg, r, z) }()
+	waitFor(t, m, r, 4)
+	old := make(chan error, 1)
+	ctxO, cancelO := context.WithCancel(bg)
+	defer cancelO()
+	go func() { old <- m.Wait(ctxO, r, d3) }() // +3m, old: decided before the reset
+	waitFor(t, m, r, 5)
+	// Just before +2m, X and Y give up: Z moves to +2m, ahead of the
+	// late old one at +3m, and its timer fires in a millisecond.
+	clock.Store(int64(2*time.Minute - time.Millisecond))
+	cancelX()
+	<-done
+	cancelY()
+	<-done
+	select {
+	case err := <-last:
+		t.Fatalf("the current waiter left (%v) while the old one ahead of it, due earlier, still waited", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	clock.Store(int64(2 * time.Minute))
+	cancel1()
+	<-first
+	select {
+	case err := <-last:
+		if err != nil {
+			t.Errorf("current waiter: got %v, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the current waiter, due, still waits for the old one due after it")
+	}
+	cancelO()
+	<-old
+}
