@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -15,9 +14,6 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/sluicehq/sluice/ratelimit"
-	"github.com/sluicehq/sluice/routes"
 )
 
 // TestHTTP2AuthorityBytes: over HTTP/2 net/http's server does not check
@@ -234,19 +230,7 @@ func sendTimeoutGateway(t *testing.T, up string) *httptest.Server {
 // HTTP/2, on a real listener, with the memory store.
 func newTLSGateway(t *testing.T, yaml string) *httptest.Server {
 	t.Helper()
-	cfg, err := routes.Parse("test.yaml", []byte(yaml), func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{})
-	t.Cleanup(func() { store.Close() })
-	g := New(Options{Logger: slog.New(slog.DiscardHandler)})
-	g.Load(cfg, store)
-	srv := httptest.NewUnstartedServer(g)
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv
+	return newTLSGatewayVia(t, yaml, nil)
 }
 
 // TestHTTP2StreamThatNeverOpensItsWindow: an HTTP/2 client that sets its

@@ -325,26 +325,10 @@ func TestTrailersOfAnAnswerWithALength(t *testing.T) {
 		io.WriteString(w, "ok")
 		w.Header().Set("X-Checksum", "abc")
 	}))
-	up.EnableHTTP2 = true
-	up.StartTLS()
-	t.Cleanup(up.Close)
-	tr := NewTransport()
-	tr.base.(*http.Transport).TLSClientConfig = up.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	srv := newTLSGatewayVia(t, fmt.Sprintf("routes:\n  - name: up\n    upstream: %s\n", up.URL), tr)
+	addr := h2UpstreamGateway(t, up)
 	for _, method := range []string{"GET", "POST"} {
 		t.Run(method, func(t *testing.T) {
-			c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			io.WriteString(c, method+" / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := http1Exchange(t, addr, method+" / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", nil)
 			b, err := io.ReadAll(resp.Body)
 			if err != nil || string(b) != "ok" {
 				t.Fatalf("body %q, %v; want ok", b, err)
@@ -370,26 +354,10 @@ func TestTrailersOfAHeadAnswerKeepTheLength(t *testing.T) {
 		w.Header().Set("Trailer", "X-Checksum")
 		w.Header().Set("Content-Length", "2")
 	}))
-	up.EnableHTTP2 = true
-	up.StartTLS()
-	t.Cleanup(up.Close)
-	tr := NewTransport()
-	tr.base.(*http.Transport).TLSClientConfig = up.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
-	t.Cleanup(tr.CloseIdleConnections)
-	srv := newTLSGatewayVia(t, fmt.Sprintf("routes:\n  - name: up\n    upstream: %s\n", up.URL), tr)
+	addr := h2UpstreamGateway(t, up)
 	for _, method := range []string{"HEAD", "head"} {
 		t.Run(method, func(t *testing.T) {
-			c, err := tls.Dial("tcp", srv.Listener.Addr().String(), &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			c.SetDeadline(time.Now().Add(10 * time.Second))
-			io.WriteString(c, method+" / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n")
-			resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodHead})
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := http1Exchange(t, addr, method+" / HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n", &http.Request{Method: http.MethodHead})
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d, want 200", resp.StatusCode)
@@ -399,4 +367,36 @@ func TestTrailersOfAHeadAnswerKeepTheLength(t *testing.T) {
 			}
 		})
 	}
+}
+
+// h2UpstreamGateway starts up over TLS with HTTP/2 on and returns the
+// address of a TLS gateway with one route to it.
+func h2UpstreamGateway(t *testing.T, up *httptest.Server) string {
+	t.Helper()
+	up.EnableHTTP2 = true
+	up.StartTLS()
+	t.Cleanup(up.Close)
+	tr := NewTransport()
+	tr.base.(*http.Transport).TLSClientConfig = up.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return newTLSGatewayVia(t, fmt.Sprintf("routes:\n  - name: up\n    upstream: %s\n", up.URL), tr).Listener.Addr().String()
+}
+
+// http1Exchange sends raw, one HTTP/1.1 request, to the TLS gateway at
+// addr and reads its answer (to req's method, nil for GET); the answer's
+// body reads from a connection closed when the test ends.
+func http1Exchange(t *testing.T, addr, raw string, req *http.Request) *http.Response {
+	t.Helper()
+	c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, raw)
+	resp, err := http.ReadResponse(bufio.NewReader(c), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -342,106 +343,63 @@ func TestWaitLateGiveUpKeepsTheSchedule(t *testing.T) {
 // TestWaitLeavesInArrivalOrder: when two departures are both past by the
 // time their goroutines run (a stalled process wakes up), the one behind
 // does not overtake the one ahead, whose goroutine has not left yet; it
-// leaves once that one has.
+// leaves once that one has. So too after a reset has ended the schedule
+// both were decided on: the requests already queued on it still leave in
+// arrival order (SPEC §3).
 func TestWaitLeavesInArrivalOrder(t *testing.T) {
 	t.Parallel()
-	var clock atomic.Int64 // offset from t0
-	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0.Add(time.Duration(clock.Load())) }})
-	defer m.Close()
-	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: 2})
-	r := Request{Policy: p, Key: "k"}
-	ds := make([]Decision, 3)
-	for i := range ds {
-		out := make([]Decision, 1)
-		m.Decide(context.Background(), t0, []Request{r}, out)
-		ds[i] = out[0]
-	}
-	// The first waiter's timer is armed a minute out: its goroutine is
-	// the late one. The clock then runs past both departures, so the
-	// second's timer fires at once.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	first := make(chan error, 1)
-	go func() { first <- m.Wait(ctx, r, ds[1]) }()
-	waitFor(t, m, r, 1)
-	clock.Store(int64(time.Hour))
-	second := make(chan error, 1)
-	go func() { second <- m.Wait(context.Background(), r, ds[2]) }()
-	select {
-	case err := <-second:
-		t.Fatalf("the second waiter left (%v) while the first, ahead of it, still waited", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	// The first gives up: the second, due, leaves now.
-	cancel()
-	if err := <-first; !errors.Is(err, context.Canceled) {
-		t.Fatalf("first waiter: got %v, want %v", err, context.Canceled)
-	}
-	select {
-	case err := <-second:
-		if err != nil {
-			t.Errorf("second waiter: got %v, want nil", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second waiter did not leave within 5s of the first leaving")
-	}
-	if got := waiting(m, r); got != nil {
-		t.Errorf("after both left: got waiters %v, want none", got)
-	}
-}
-
-// TestWaitOldLeavesInArrivalOrder: a reset ends the bucket's schedule,
-// but the requests already queued on it still leave one per interval in
-// arrival order (SPEC §3). When both of its departures are past by the
-// time their goroutines run, the one behind does not overtake the one
-// ahead.
-func TestWaitOldLeavesInArrivalOrder(t *testing.T) {
-	t.Parallel()
-	var clock atomic.Int64 // offset from t0
-	m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0.Add(time.Duration(clock.Load())) }})
-	defer m.Close()
-	p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: 2})
-	r := Request{Policy: p, Key: "k"}
-	ds := make([]Decision, 3)
-	for i := range ds {
-		out := make([]Decision, 1)
-		m.Decide(context.Background(), t0, []Request{r}, out)
-		ds[i] = out[0]
-	}
-	// The first waiter's timer is armed a minute out: its goroutine is
-	// the late one. A reset then ends the schedule both were decided
-	// on, and the clock runs past both departures, so the second's
-	// timer fires at once.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	first := make(chan error, 1)
-	go func() { first <- m.Wait(ctx, r, ds[1]) }()
-	waitFor(t, m, r, 1)
-	if err := m.Reset(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
-	clock.Store(int64(time.Hour))
-	second := make(chan error, 1)
-	go func() { second <- m.Wait(context.Background(), r, ds[2]) }()
-	select {
-	case err := <-second:
-		t.Fatalf("the second waiter left (%v) while the first, ahead of it, still waited", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	cancel()
-	if err := <-first; !errors.Is(err, context.Canceled) {
-		t.Fatalf("first waiter: got %v, want %v", err, context.Canceled)
-	}
-	select {
-	case err := <-second:
-		if err != nil {
-			t.Errorf("second waiter: got %v, want nil", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the second waiter did not leave within 5s of the first leaving")
-	}
-	if got := waiting(m, r); got != nil {
-		t.Errorf("after both left: got waiters %v, want none", got)
+	for _, reset := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reset %v", reset), func(t *testing.T) {
+			t.Parallel()
+			var clock atomic.Int64 // offset from t0
+			m := NewMemoryStore(MemoryOptions{SweepInterval: -1, Clock: func() time.Time { return t0.Add(time.Duration(clock.Load())) }})
+			defer m.Close()
+			p := MustPolicy(Policy{Name: "lb", Algorithm: LeakyBucket, Limit: 1, Window: time.Minute, Queue: 2})
+			r := Request{Policy: p, Key: "k"}
+			ds := make([]Decision, 3)
+			for i := range ds {
+				out := make([]Decision, 1)
+				m.Decide(context.Background(), t0, []Request{r}, out)
+				ds[i] = out[0]
+			}
+			// The first waiter's timer is armed a minute out: its
+			// goroutine is the late one. The clock then runs past both
+			// departures, so the second's timer fires at once.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			first := make(chan error, 1)
+			go func() { first <- m.Wait(ctx, r, ds[1]) }()
+			waitFor(t, m, r, 1)
+			if reset {
+				if err := m.Reset(context.Background(), r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Store(int64(time.Hour))
+			second := make(chan error, 1)
+			go func() { second <- m.Wait(context.Background(), r, ds[2]) }()
+			select {
+			case err := <-second:
+				t.Fatalf("the second waiter left (%v) while the first, ahead of it, still waited", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			// The first gives up: the second, due, leaves now.
+			cancel()
+			if err := <-first; !errors.Is(err, context.Canceled) {
+				t.Fatalf("first waiter: got %v, want %v", err, context.Canceled)
+			}
+			select {
+			case err := <-second:
+				if err != nil {
+					t.Errorf("second waiter: got %v, want nil", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the second waiter did not leave within 5s of the first leaving")
+			}
+			if got := waiting(m, r); got != nil {
+				t.Errorf("after both left: got waiters %v, want none", got)
+			}
+		})
 	}
 }
 
