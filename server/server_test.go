@@ -296,6 +296,14 @@ func TestShutdownCutsWebSocketAtDeadline(t *testing.T) {
 	up := wsUpstream(t)
 	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nshutdown_timeout: %s\nroutes:\n  - name: ws\n    upstream: %s\n", timeout, up.URL))
 	conn, br := upgrade(t, r.Addr("http").String())
+	wantCutAtDeadline(t, r, conn, br, timeout)
+}
+
+// wantCutAtDeadline stops r while conn, an open WebSocket read through br,
+// still echoes, and checks the tunnel is cut when timeout (the
+// shutdown_timeout) expires, and counted in the warning.
+func wantCutAtDeadline(t *testing.T, r *running, conn net.Conn, br *bufio.Reader, timeout time.Duration) {
+	t.Helper()
 	if err := echo(conn, br, "before"); err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -81,29 +79,7 @@ func TestShutdownCutsTLSWebSocketAtDeadline(t *testing.T) {
 	certFile, keyFile := writePair(t, t.TempDir(), "a.example.test")
 	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nshutdown_timeout: %s\ntls:\n  listen: 127.0.0.1:0\n  certificates: [{cert_file: %s, key_file: %s}]\nroutes:\n  - name: ws\n    upstream: %s\n", timeout, certFile, keyFile, wsUpstream(t).URL))
 	conn, br := tlsUpgrade(t, r.Addr("https").String())
-	if err := echo(conn, br, "before"); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	r.stop()
-	select {
-	case <-r.done:
-		if r.err != nil {
-			t.Fatalf("Serve: %v", r.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve did not return within 10s")
-	}
-	if took := time.Since(start); took < timeout {
-		t.Errorf("Serve returned %v after shutdown began, want no sooner than shutdown_timeout %v", took, timeout)
-	}
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("read from the WebSocket after the deadline: got %v, want the connection closed", err)
-	}
-	if w := r.logs.find(t, "shutdown timeout expired"); w == nil || w["cut_off"] != 1.0 {
-		t.Errorf("got warning %v, want one with cut_off 1", w)
-	}
+	wantCutAtDeadline(t, r, conn, br, timeout)
 }
 
 // tlsUpgrade opens a WebSocket through the HTTPS listener at addr, over
