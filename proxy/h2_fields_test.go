@@ -400,3 +400,28 @@ func http1Exchange(t *testing.T, addr, raw string, req *http.Request) *http.Resp
 	}
 	return resp
 }
+
+// TestUnannouncedTrailerFieldsNotKept: trailers the upstream never
+// announced in a Trailer field reach the client under
+// http.TrailerPrefix, and still none of them repeats the gateway's
+// fields.
+func TestUnannouncedTrailerFieldsNotKept(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "ok")
+		w.(http.Flusher).Flush()
+		w.Header().Set(http.TrailerPrefix+"X-Request-Id", "upstream-trailer")
+		w.Header().Set(http.TrailerPrefix+"X-Upstream", "yes")
+	}))
+	addr := h2UpstreamGateway(t, up)
+	resp := http1Exchange(t, addr, "GET / HTTP/1.1\r\nHost: example.com\r\nX-Request-Id: client-1\r\nConnection: close\r\n\r\n", nil)
+	if b, err := io.ReadAll(resp.Body); err != nil || string(b) != "ok" {
+		t.Fatalf("body %q, %v; want ok", b, err)
+	}
+	if got := resp.Trailer.Get("X-Upstream"); got != "yes" {
+		t.Errorf("trailer X-Upstream %q, want yes (the upstream's own trailer passes)", got)
+	}
+	if got, ok := resp.Trailer["X-Request-Id"]; ok {
+		t.Errorf("trailer X-Request-Id %q, want none: the answer's header had the gateway's", got)
+	}
+}

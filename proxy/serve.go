@@ -507,6 +507,9 @@ type recorder struct {
 	// but X-RateLimit-Retry-After, which only a 429 has) before
 	// forwarding.
 	ownLimits, setLimits bool
+	// fields is how many fields the answer's header map held as its
+	// header went out: more after forwarding means trailers came.
+	fields int
 
 	// send is send_timeout, 0 for none; dl sets the write deadline of
 	// the client's connection (HTTP/1) or stream (HTTP/2), sendBy is the
@@ -716,6 +719,12 @@ func (w *recorder) dropTrailerFields() {
 		return
 	}
 	h := w.Header()
+	if _, announced := h["Trailer"]; !announced && len(h) == w.fields {
+		// No trailers came: ReverseProxy adds an announced one under
+		// its name, which "Trailer" then lists, and any other under
+		// http.TrailerPrefix, a field the map did not have.
+		return
+	}
 	for i, k := range gatewayHeaders {
 		if k != hRequestID && !w.ownLimits {
 			continue // a route of no visible limit passes the upstream's
@@ -789,6 +798,7 @@ func (w *recorder) final(code int) {
 		w.onStatus = nil
 		f(code)
 	}
+	w.fields = len(h)
 }
 
 func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }
