@@ -152,22 +152,7 @@ func TestLeaseTrimLeavesARunOutHoldingAlone(t *testing.T) {
 	s.RetireLeases() // no heartbeats: N is set below
 	s.seen.Store(1)
 	r := ratelimit.Request{Policy: leasePolicy(t, "run-out", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
-	l := (*lease)(nil)
-	for i := 0; i < 2000; i++ {
-		if !decide1(t, s, time.Now(), r)[0].Allowed {
-			t.Fatalf("request %d rejected far below the limit", i)
-		}
-		s.refills.Wait()
-		s.leases.mu.Lock()
-		l = s.leases.m[Key(s.prefix, r)]
-		s.leases.mu.Unlock()
-		l.mu.Lock()
-		units := l.units
-		l.mu.Unlock()
-		if units > maxBatch(r.Policy, 10) {
-			break
-		}
-	}
+	l := growLease(t, s, r, func(int) time.Time { return time.Now() })
 	l.mu.Lock()
 	if l.units <= maxBatch(r.Policy, 10) {
 		l.mu.Unlock()
@@ -205,22 +190,7 @@ func TestLeaseTrimWithUnitsOfAnEndedWindowToGiveBack(t *testing.T) {
 	s.seen.Store(1)
 	r := ratelimit.Request{Policy: leasePolicy(t, "ended", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
 	t0 := time.Unix(1_700_000_000, 0)
-	var l *lease
-	for i := 0; i < 2000; i++ {
-		if !decide1(t, s, t0.Add(time.Duration(i)*time.Millisecond), r)[0].Allowed {
-			t.Fatalf("request %d rejected far below the limit", i)
-		}
-		s.refills.Wait()
-		s.leases.mu.Lock()
-		l = s.leases.m[Key(s.prefix, r)]
-		s.leases.mu.Unlock()
-		l.mu.Lock()
-		units := l.units
-		l.mu.Unlock()
-		if units > maxBatch(r.Policy, 10) {
-			break
-		}
-	}
+	l := growLease(t, s, r, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) })
 	share := maxBatch(r.Policy, 10)
 	l.mu.Lock()
 	if l.units <= share {
@@ -238,4 +208,28 @@ func TestLeaseTrimWithUnitsOfAnEndedWindowToGiveBack(t *testing.T) {
 	if l.units > share {
 		t.Errorf("after the trim the lease holds %d, want at most its share among 10, %d", l.units, share)
 	}
+}
+
+// growLease admits r's requests, the i-th at at(i), until its lease holds
+// more than its share among 10 instances (or 2,000 were admitted), and
+// returns the lease.
+func growLease(t *testing.T, s *Store, r ratelimit.Request, at func(i int) time.Time) *lease {
+	t.Helper()
+	var l *lease
+	for i := 0; i < 2000; i++ {
+		if !decide1(t, s, at(i), r)[0].Allowed {
+			t.Fatalf("request %d rejected far below the limit", i)
+		}
+		s.refills.Wait()
+		s.leases.mu.Lock()
+		l = s.leases.m[Key(s.prefix, r)]
+		s.leases.mu.Unlock()
+		l.mu.Lock()
+		units := l.units
+		l.mu.Unlock()
+		if units > maxBatch(r.Policy, 10) {
+			break
+		}
+	}
+	return l
 }
