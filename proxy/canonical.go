@@ -132,7 +132,8 @@ func canonicalPath(u *url.URL) error {
 // X_Forwarded_For as X-Forwarded-For), fields named in Connection (hop by
 // hop: the upstream never gets them, so neither do routes and keys), an
 // Upgrade to anything but WebSocket, and from an untrusted peer the
-// forwarding fields. It trims the spaces and tabs around every value, as
+// forwarding fields. It joins several Cookie lines into one (see
+// joinCookies). It trims the spaces and tabs around every value, as
 // the upstream gets it: HTTP/2 leaves them in (" victim" and "victim\t"
 // would be keys of their own), and so does an HTTP/1 continuation line.
 func cleanHeaders(h http.Header, trusted bool) {
@@ -148,6 +149,9 @@ func cleanHeaders(h http.Header, trusted bool) {
 		}
 	}
 	dropConnectionNamed(h)
+	if c := h["Cookie"]; len(c) > 1 {
+		h["Cookie"] = joinCookies(c)
+	}
 	// Only a WebSocket handshake may switch protocols through sluice.
 	// After a 101 the connection is a tunnel whose requests no limit
 	// sees: an upstream that took "Upgrade: h2c" would serve HTTP/2 on
@@ -165,6 +169,28 @@ func cleanHeaders(h http.Header, trusted bool) {
 		}
 		delete(h, "Http2-Settings")
 	}
+}
+
+// joinCookies makes the Cookie lines of a request one, joined with "; ",
+// its empty lines left out: as RFC 9113 §8.2.3 has an HTTP/2 request's
+// cookie crumbs joined before an HTTP/1.1 hop (net/http's server does it
+// for those), and as RFC 6265 §5.4 has a user agent send them. cookie:
+// keys read every line; an upstream that reads only the first or the
+// last, or joins them with "," as WSGI servers do (to a parser that
+// splits at ";", "a=1,sid=x" is one cookie, a), would miss a cookie the
+// key saw.
+func joinCookies(lines []string) []string {
+	var b strings.Builder
+	for _, l := range lines {
+		if l == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(l)
+	}
+	return []string{b.String()}
 }
 
 // dropConnectionNamed removes the fields h's Connection names, but for

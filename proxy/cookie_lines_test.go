@@ -1,0 +1,96 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCookieLinesJoined: the upstream gets a request's cookies in one
+// Cookie line, joined with "; ", whether an HTTP/2 client split them into
+// crumbs (RFC 9113 §8.2.3 has them joined so before an HTTP/1.1 hop) or
+// an HTTP/1.1 client sent several Cookie lines, and every such form of
+// sid=s1 spends s1's bucket. With several lines an upstream that reads
+// only the first or the last (or joins them with ",", as WSGI servers
+// do, so that "a=1,sid=s1" is one cookie a to a parser that splits at
+// ";") would not see the sid the limit was keyed on: a client could spend
+// a new bucket on each request while the upstream read no sid at all,
+// the request that cookie:sid keys with the empty value.
+func TestCookieLinesJoined(t *testing.T) {
+	t.Parallel()
+	got := make(chan []string, 16) // the Cookie lines of each request, as sent
+	up := newRawUpstream(t, func(c net.Conn, _ *bufio.Reader) {
+		var raw bytes.Buffer
+		br := bufio.NewReader(io.TeeReader(c, &raw))
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		var lines []string
+		for _, l := range strings.Split(raw.String(), "\r\n") {
+			if len(l) > 7 && strings.EqualFold(l[:7], "cookie:") {
+				lines = append(lines, l)
+			}
+		}
+		got <- lines
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+	})
+	srv := newTLSGateway(t, fmt.Sprintf(`
+routes:
+  - name: session
+    upstream: %s
+    limits:
+      - {algorithm: fixed_window, limit: 4, window: 1h, key: [cookie:sid]}
+`, up.url()))
+	addr := srv.Listener.Addr().String()
+	h1 := func(lines ...string) int {
+		raw := "GET / HTTP/1.1\r\nHost: acme.example.com\r\n"
+		for _, l := range lines {
+			raw += "Cookie: " + l + "\r\n"
+		}
+		resp := http1Exchange(t, addr, raw+"Connection: close\r\n\r\n", nil)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	h2 := func(crumbs ...string) int {
+		var fs []string
+		for _, c := range crumbs {
+			fs = append(fs, "cookie", c)
+		}
+		return h2Do(t, addr, h2Stream{fields: h2Req("GET", "/", fs...)}).status
+	}
+	const want = "Cookie: a=1; sid=s1; b=2"
+	for _, tc := range []struct {
+		name   string
+		status int
+		want   string // the one Cookie line the upstream gets
+	}{
+		{"HTTP/2, three crumbs", h2("a=1", "sid=s1", "b=2"), want},
+		{"HTTP/1.1, three lines", h1("a=1", "sid=s1", "b=2"), want},
+		{"HTTP/1.1, two lines and an empty one", h1("a=1; sid=s1", "", "b=2"), want},
+		{"HTTP/1.1, one line", h1("a=1; sid=s1; b=2"), want},
+	} {
+		var lines []string
+		select {
+		case lines = <-got:
+		case <-time.After(5 * time.Second):
+		}
+		if tc.status != 200 || len(lines) != 1 || lines[0] != tc.want {
+			t.Errorf("%s: got %d, upstream Cookie lines %q; want 200 and [%q]", tc.name, tc.status, lines, tc.want)
+		}
+	}
+	// The four above were one bucket, s1's: it is spent.
+	if s := h2("sid=s1"); s != http.StatusTooManyRequests {
+		t.Errorf("sid=s1 after four requests keyed s1: got %d, want 429", s)
+	}
+	if s := h1("sid=s1", "sid=s2"); s != http.StatusBadRequest {
+		t.Errorf("sid in two lines: got %d, want 400", s)
+	}
+}
