@@ -21,7 +21,8 @@ import (
 // do, so that "a=1,sid=s1" is one cookie a to a parser that splits at
 // ";") would not see the sid the limit was keyed on: a client could spend
 // a new bucket on each request while the upstream read no sid at all,
-// the request that cookie:sid keys with the empty value.
+// the request that cookie:sid keys with the empty value. A header:Cookie
+// key reads the joined line too.
 func TestCookieLinesJoined(t *testing.T) {
 	t.Parallel()
 	got := make(chan []string, 16) // the Cookie lines of each request, as sent
@@ -44,14 +45,19 @@ func TestCookieLinesJoined(t *testing.T) {
 	})
 	srv := newTLSGateway(t, fmt.Sprintf(`
 routes:
+  - name: whole
+    match: {path: /whole}
+    upstream: %[1]s
+    limits:
+      - {algorithm: fixed_window, limit: 1, window: 1h, key: [header:Cookie]}
   - name: session
-    upstream: %s
+    upstream: %[1]s
     limits:
       - {algorithm: fixed_window, limit: 4, window: 1h, key: [cookie:sid]}
 `, up.url()))
 	addr := srv.Listener.Addr().String()
-	h1 := func(lines ...string) int {
-		raw := "GET / HTTP/1.1\r\nHost: acme.example.com\r\n"
+	h1At := func(path string, lines ...string) int {
+		raw := "GET " + path + " HTTP/1.1\r\nHost: acme.example.com\r\n"
 		for _, l := range lines {
 			raw += "Cookie: " + l + "\r\n"
 		}
@@ -59,6 +65,7 @@ routes:
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	h1 := func(lines ...string) int { return h1At("/", lines...) }
 	h2 := func(crumbs ...string) int {
 		var fs []string
 		for _, c := range crumbs {
@@ -92,5 +99,13 @@ routes:
 	}
 	if s := h1("sid=s1", "sid=s2"); s != http.StatusBadRequest {
 		t.Errorf("sid in two lines: got %d, want 400", s)
+	}
+	// header:Cookie keys the line the upstream gets: two lines are not
+	// a field given twice, and spend the bucket of their joined line.
+	if s := h1At("/whole", "a=1", "b=2"); s != 200 {
+		t.Errorf("header:Cookie, two lines: got %d, want 200", s)
+	}
+	if s := h1At("/whole", "a=1; b=2"); s != http.StatusTooManyRequests {
+		t.Errorf("header:Cookie, the two lines joined: got %d, want 429", s)
 	}
 }
