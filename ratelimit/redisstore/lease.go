@@ -453,6 +453,16 @@ func (s *Store) runLease(ctx context.Context, c rueidis.Client, p *ratelimit.Pol
 // The caller has set l.inflight; refill clears and closes it.
 func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time.Time) error {
 	l.mu.Lock()
+	if l.gone {
+		// Reset or the idle sweep dropped the lease after the call was
+		// planned (the heartbeat's trim lists the leases, then starts
+		// each call), and took what it held and owed: a grant now would
+		// be spent by no one while the bucket counted it.
+		close(l.inflight)
+		l.inflight = nil
+		l.mu.Unlock()
+		return nil
+	}
 	// A batch, never past maxBatch in all: what one instance holds
 	// stays within it. (A holding past it, as N grew, gives the rest
 	// back and asks for nothing.)

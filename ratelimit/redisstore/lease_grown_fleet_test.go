@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -232,4 +233,64 @@ func growLease(t *testing.T, s *Store, r ratelimit.Request, at func(i int) time.
 		}
 	}
 	return l
+}
+
+// TestLeaseTrimOfAGoneLease: the heartbeat's trim picks a lease and
+// starts its call in the background; a Reset (DELETE /v1/limits) or the
+// idle sweep may drop the lease between the two, taking what it holds.
+// The call then has nothing to trim and nothing to report: it must make
+// no grant, which the dropped lease would never spend and the bucket
+// would count (a fresh one, after a Reset) until the window's end.
+func TestLeaseTrimOfAGoneLease(t *testing.T) {
+	for _, how := range []string{"reset", "idle"} {
+		t.Run(how, func(t *testing.T) {
+			srv := redistest.Start(t)
+			var granted atomic.Int64
+			s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second,
+				OnLease: func(_, result string) {
+					if result == "granted" {
+						granted.Add(1)
+					}
+				}})
+			s.RetireLeases() // no heartbeats: N is set below
+			s.seen.Store(1)
+			r := ratelimit.Request{Policy: leasePolicy(t, "gone-"+how, ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
+			t0 := time.Unix(1_700_000_000, 0)
+			l := growLease(t, s, r, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) })
+			s.seen.Store(10)
+			// As trimLeases does, up to the start of its call.
+			l.mu.Lock()
+			if l.units <= maxBatch(r.Policy, 10) {
+				l.mu.Unlock()
+				t.Fatalf("the lease holds %d, want more than the share among 10: the test proves nothing", l.units)
+			}
+			now := l.lastNow
+			l.inflight = make(chan struct{})
+			l.mu.Unlock()
+			c := s.client.Load()
+			switch how {
+			case "reset":
+				if err := s.Reset(context.Background(), r); err != nil {
+					t.Fatal(err)
+				}
+			case "idle":
+				s.leases.drop(l.key)
+				s.returnLeases(context.Background(), *c, []*lease{l})
+			}
+			var before string
+			if how == "idle" {
+				before = srv.Do("GET", Key("", r))
+			}
+			beforeGranted := granted.Load()
+			if err := s.refill(context.Background(), *c, l, now); err != nil {
+				t.Fatal(err)
+			}
+			if got := granted.Load() - beforeGranted; got != 0 {
+				t.Errorf("the trim of a dropped lease made %d grants, want none", got)
+			}
+			if got := srv.Do("GET", Key("", r)); got != before {
+				t.Errorf("after the trim of a dropped lease Redis holds %q, want %q: units no lease will spend", got, before)
+			}
+		})
+	}
 }
