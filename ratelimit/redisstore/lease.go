@@ -601,29 +601,46 @@ func (s *Store) trimLeases() {
 	if c == nil {
 		return
 	}
-	n := s.instances()
 	for _, l := range s.leases.all() {
-		l.mu.Lock()
-		now := l.lastNow
-		if !s.o.CallerTime {
-			now = time.Now()
-		}
-		if l.gone || l.inflight != nil || l.units <= maxBatch(l.req.Policy, n) || !now.Before(l.deadline) {
-			l.mu.Unlock()
-			continue
-		}
-		l.inflight = make(chan struct{})
+		s.trimLease(*c, l, true)
+	}
+}
+
+// trimLease starts l's call for trimLeases. A call already on its way may
+// have been planned for the instances seen before N grew, and bring the
+// lease up to the old share: when wait is set, l is looked at again once
+// that call is back. A call started after that planned for the new N.
+func (s *Store) trimLease(c rueidis.Client, l *lease, wait bool) {
+	l.mu.Lock()
+	now := l.lastNow
+	if !s.o.CallerTime {
+		now = time.Now()
+	}
+	if ch := l.inflight; ch != nil && wait && !l.gone {
 		l.mu.Unlock()
 		s.refills.Add(1)
 		go func() {
 			defer s.refills.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
-			defer cancel()
-			if err := s.refill(ctx, *c, l, now); err != nil {
-				s.br.failed(err, false)
-			}
+			<-ch
+			s.trimLease(c, l, false)
 		}()
+		return
 	}
+	if l.gone || l.inflight != nil || l.units <= maxBatch(l.req.Policy, s.instances()) || !now.Before(l.deadline) {
+		l.mu.Unlock()
+		return
+	}
+	l.inflight = make(chan struct{})
+	l.mu.Unlock()
+	s.refills.Add(1)
+	go func() {
+		defer s.refills.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+		defer cancel()
+		if err := s.refill(ctx, c, l, now); err != nil {
+			s.br.failed(err, false)
+		}
+	}()
 }
 
 // leaseUnit is a unit takeLease took from a local lease.

@@ -294,3 +294,41 @@ func TestLeaseTrimOfAGoneLease(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaseTrimAfterACallInFlight: when the heartbeat sees N grow, a lease
+// may have a refill on its way, planned for the instances seen before:
+// the lease ends up holding up to the old share. The trim must still
+// bring it to the new one once that call is back; no later call would (a
+// refill is not started while the lease holds its share or more).
+func TestLeaseTrimAfterACallInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second})
+	s.RetireLeases() // no heartbeats: N is set below
+	s.seen.Store(1)
+	r := ratelimit.Request{Policy: leasePolicy(t, "in-flight", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
+	t0 := time.Unix(1_700_000_000, 0)
+	l := growLease(t, s, r, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) })
+	share := maxBatch(r.Policy, 10)
+	// A call on its way as N grows.
+	l.mu.Lock()
+	if l.units <= share {
+		l.mu.Unlock()
+		t.Fatalf("the lease holds %d, want more than the share among 10 (%d): the test proves nothing", l.units, share)
+	}
+	ch := make(chan struct{})
+	l.inflight = ch
+	l.mu.Unlock()
+	s.seen.Store(10)
+	s.trimLeases()
+	// The call comes back.
+	l.mu.Lock()
+	close(ch)
+	l.inflight = nil
+	l.mu.Unlock()
+	s.refills.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.units > share {
+		t.Errorf("after the trim the lease holds %d, want at most its share among 10, %d", l.units, share)
+	}
+}
