@@ -237,15 +237,14 @@ func dropSwitchHopFields(h http.Header) {
 	h["Connection"] = []string{"Upgrade"}
 }
 
-// checkAnswer refuses an answer that cannot be passed on: a status below
-// 100 (http.ReadResponse reads "099"; net/http's server panics on it), or
-// a 101 that switches to a protocol the request did not ask for. An error
-// here makes ReverseProxy close the answer's body, which lets the
-// upstream's connection go (its own answer to the second, a 502, would
-// leave the switched connection open), and answer 502 through the
-// route's error handler.
+// checkAnswer refuses an answer that cannot be passed on: a status that
+// is no HTTP status (see noStatus), or a 101 that switches to a protocol
+// the request did not ask for. An error here makes ReverseProxy close the
+// answer's body, which lets the upstream's connection go (its own answer
+// to the second, a 502, would leave the switched connection open), and
+// answer 502 through the route's error handler.
 func checkAnswer(resp *http.Response) error {
-	if resp.StatusCode < 100 || resp.StatusCode > 999 {
+	if noStatus(resp.StatusCode) {
 		return fmt.Errorf("%w: status %d", errBadAnswer, resp.StatusCode)
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols && resp.Request != nil {
@@ -255,6 +254,15 @@ func checkAnswer(resp *http.Response) error {
 		}
 	}
 	return nil
+}
+
+// noStatus reports whether code, which http.ReadResponse reads from any
+// three digits, is outside the 100 to 599 of RFC 9110 §15, which has a
+// client take such an answer for a 5xx: below 100, net/http's server
+// panics on it; above 599, it would reach the client as it came, and
+// each one would be a status of its own in the request counts.
+func noStatus(code int) bool {
+	return code < 100 || code > 599
 }
 
 // errBadAnswer is an upstream answer checkAnswer refused.
