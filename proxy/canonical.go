@@ -39,10 +39,11 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 	if err := canonicalPath(r.URL); err != nil {
 		return netip.Addr{}, false, err
 	}
+	given := r.Host != ""
 	if r.Host, err = routes.CanonicalHost(r.Host, r.TLS != nil); err != nil {
 		return netip.Addr{}, false, err
 	}
-	if (r.Host == "" || r.Host[0] == ':') && r.ProtoAtLeast(1, 1) {
+	if (r.Host == "" || r.Host[0] == ':') && (given || r.ProtoAtLeast(1, 1)) {
 		// An http(s) request names its host, and not empty (RFC 9113
 		// §8.3.1, RFC 9110 §4.2); net/http takes an HTTP/2 one without,
 		// and an empty Host field (or one such as "." that is empty once
@@ -50,7 +51,10 @@ func (t Trust) canonicalize(r *http.Request) (client netip.Addr, trusted bool, e
 		// upstream, given an empty X-Forwarded-Host, reads its own Host
 		// field instead. A port alone (":8443") names no host either
 		// (RFC 9110 §4.2.1): a canonical host starts with ':' only then.
-		// HTTP/1.0 predates Host, so it may go without.
+		// HTTP/1.0 predates Host, so it may go without, or send it empty,
+		// which net/http cannot tell apart; but a host it gives, in the
+		// field or the request target, must name one: "." would
+		// otherwise pass as no host at all.
 		return netip.Addr{}, false, errNoHost
 	}
 	peer := peerAddr(r)
@@ -92,7 +96,7 @@ func (t Trust) reresolve(r *http.Request, wasTrusted bool) (netip.Addr, bool) {
 var errAbsolutePath = errors.New(":path must be a path, not an absolute URI")
 
 // errNoHost answers an HTTP/1.1 or HTTP/2 request whose host is missing
-// or empty.
+// or empty, and a request of any version whose host names none.
 var errNoHost = errors.New("request has no host, or an empty one")
 
 // canonicalPath rewrites u's path to its canonical form.

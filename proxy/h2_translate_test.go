@@ -266,7 +266,9 @@ func TestH2RapidResetChargesAndForwardsNothing(t *testing.T) {
 // X-Forwarded-Host, which Express, Rails and Spring skip for the Host
 // field: the upstream's own host, which no route saw. Such a request is
 // answered 400 and never forwarded. HTTP/1.0 predates Host and may still
-// go without.
+// go without, or with an empty one, which is how net/http tells it
+// apart; a Host it gives that names no host ("." or a port alone) is a
+// 400 as in HTTP/1.1, as is a request target of such a host.
 func TestRequestWithoutHostIs400(t *testing.T) {
 	t.Parallel()
 	addr, hits := hostBoundGateway(t)
@@ -288,14 +290,15 @@ func TestRequestWithoutHostIs400(t *testing.T) {
 			t.Errorf("HTTP/2, %s: got %d (reset %v), want 400", tc.name, a.status, a.wasRST)
 		}
 	}
-	h1 := func(proto, host string) int {
+	// h1Target sends head, a request line and fields, over HTTP/1.
+	h1Target := func(head string) int {
 		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(10 * time.Second))
-		fmt.Fprintf(c, "GET /v1/otp %s\r\n%sConnection: close\r\n\r\n", proto, host)
+		fmt.Fprintf(c, "%sConnection: close\r\n\r\n", head)
 		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -303,10 +306,21 @@ func TestRequestWithoutHostIs400(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	h1 := func(proto, host string) int {
+		return h1Target(fmt.Sprintf("GET /v1/otp %s\r\n%s", proto, host))
+	}
 	for _, host := range []string{"Host: \r\n", "Host: .\r\n", "Host: :443\r\n", "Host: :8443\r\n", "Host: .:80\r\n"} {
 		if got := h1("HTTP/1.1", host); got != http.StatusBadRequest {
 			t.Errorf("HTTP/1.1, %q: got %d, want 400", host, got)
 		}
+	}
+	for _, host := range []string{"Host: .\r\n", "Host: ..\r\n", "Host: :443\r\n", "Host: :8443\r\n", "Host: .:80\r\n"} {
+		if got := h1("HTTP/1.0", host); got != http.StatusBadRequest {
+			t.Errorf("HTTP/1.0, %q: got %d, want 400", host, got)
+		}
+	}
+	if got := h1Target("GET https://./v1/otp HTTP/1.0\r\n"); got != http.StatusBadRequest {
+		t.Errorf("HTTP/1.0, request target of host \".\": got %d, want 400", got)
 	}
 	if n := hits(); n != 0 {
 		t.Errorf("the upstream got %d requests, want none", n)
@@ -316,6 +330,9 @@ func TestRequestWithoutHostIs400(t *testing.T) {
 	}
 	if got := h1("HTTP/1.0", ""); got != 200 {
 		t.Errorf("HTTP/1.0 without Host: got %d, want 200", got)
+	}
+	if got := h1("HTTP/1.0", "Host: \r\n"); got != 200 {
+		t.Errorf("HTTP/1.0 with an empty Host: got %d, want 200", got)
 	}
 }
 
