@@ -48,8 +48,8 @@ import (
 // an answer's head, informational (1xx) answers included, to
 // maxHeadBytes; and never reuses a connection that has bytes left after
 // an answer, whose answer was not read to its end, or that switched
-// protocols, nor, on either path, one whose answer had no HTTP status
-// (noStatus). Unlike http.Transport, it does not reuse one after an answer
+// protocols, nor one whose answer had no HTTP status (noStatus). Unlike
+// http.Transport, it does not reuse one after an answer
 // whose framing is in doubt either (framingInDoubt), and it takes at most
 // max1xx informational answers before the final one, where http.Transport
 // leaves the count of those passed on to the trace to its caller.
@@ -116,7 +116,7 @@ func (t *Transport) CloseIdleConnections() {
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !direct(req) {
-		return t.viaBase(req)
+		return t.base.RoundTrip(req)
 	}
 	ctx := req.Context()
 	if ctx.Err() != nil {
@@ -160,51 +160,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		c, err = t.dialConn(ctx, addr)
 	}
-}
-
-// viaBase sends req through the wrapped http.Transport, and closes the
-// HTTP/1 connection of an answer whose final status is no HTTP status
-// (noStatus). http.Transport keeps any connection whose final status is
-// 200 or more, and one whose answer has no body it puts back in its pool
-// before it returns the answer, so the gateway closing the body cannot
-// stop it. Closed here, the connection leaves the pool as one the
-// upstream closed does; a request that took it in the moment between
-// fails as on such a one. An HTTP/2 connection carries other streams and
-// is left open: the gateway closing the body resets this one alone.
-func (t *Transport) viaBase(req *http.Request) (*http.Response, error) {
-	var got usedConn
-	trace := &httptrace.ClientTrace{GotConn: got.set}
-	resp, err := t.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
-	if err != nil {
-		return nil, err
-	}
-	resp.Request = req
-	if noStatus(resp.StatusCode) && resp.ProtoMajor == 1 {
-		if c := got.get(); c != nil {
-			c.Close()
-		}
-	}
-	return resp, nil
-}
-
-// usedConn is the connection http.Transport gave a request, as its
-// GotConn hook reports it, which HTTP/2 calls from another goroutine. It
-// is safe for concurrent use.
-type usedConn struct {
-	mu sync.Mutex
-	c  net.Conn
-}
-
-func (u *usedConn) set(info httptrace.GotConnInfo) {
-	u.mu.Lock()
-	u.c = info.Conn
-	u.mu.Unlock()
-}
-
-func (u *usedConn) get() net.Conn {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.c
 }
 
 // heldBody is a request body the gateway holds whole in memory (one that
