@@ -176,17 +176,20 @@ func cleanHeaders(h http.Header, trusted bool) {
 }
 
 // joinCookies makes the Cookie lines of a request one, joined with "; ",
-// its empty lines left out: as RFC 9113 §8.2.3 has an HTTP/2 request's
+// each line stripped of the ";" and blanks it starts or ends with, and
+// those left empty left out: as RFC 9113 §8.2.3 has an HTTP/2 request's
 // cookie crumbs joined before an HTTP/1.1 hop (net/http's server does it
 // for those), and as RFC 6265 §5.4 has a user agent send them. cookie:
 // keys read every line; an upstream that reads only the first or the
 // last, or joins them with "," as WSGI servers do (to a parser that
 // splits at ";", "a=1,sid=x" is one cookie, a), would miss a cookie the
-// key saw.
+// key saw. Joined as it came, a line that ends in ";" would leave an
+// empty cookie in the middle ("a=1;; sid=x"), where Python's
+// http.cookies (aiohttp's parser) stops reading.
 func joinCookies(lines []string) []string {
 	var b strings.Builder
 	for _, l := range lines {
-		if l == "" {
+		if l = strings.Trim(l, "; \t"); l == "" {
 			continue
 		}
 		if b.Len() > 0 {

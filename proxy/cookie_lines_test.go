@@ -109,3 +109,53 @@ routes:
 		t.Errorf("header:Cookie, the two lines joined: got %d, want 429", s)
 	}
 }
+
+// TestCookieLinesJoinedWithoutEmptyCookies: a Cookie line may start or
+// end with ";" (a client that writes "a=1;"), or hold nothing else.
+// Joined as they came, "a=1;" and "sid=s1" would be "a=1;; sid=s1", an
+// empty cookie between the two, where Python's http.cookies (aiohttp's
+// parser) stops reading: the upstream would see no sid while cookie:sid
+// keys s1. The upstream gets the RFC 6265 form, "a=1; sid=s1".
+func TestCookieLinesJoinedWithoutEmptyCookies(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 4) // the upstream's Cookie lines, one string per request
+	up := newRawUpstream(t, func(c net.Conn, br *bufio.Reader) {
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, req.Body)
+		got <- fmt.Sprintf("%q", req.Header["Cookie"])
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+	})
+	srv := newTLSGateway(t, fmt.Sprintf(`
+routes:
+  - name: session
+    upstream: %s
+    limits:
+      - {algorithm: fixed_window, limit: 10, window: 1h, key: [cookie:sid]}
+`, up.url()))
+	addr := srv.Listener.Addr().String()
+	for _, tc := range []struct {
+		lines []string
+		want  string
+	}{
+		{[]string{"a=1;", "sid=s1"}, `["a=1; sid=s1"]`},
+		{[]string{"a=1", "; sid=s1 ;", ";", "b=2;;"}, `["a=1; sid=s1; b=2"]`},
+	} {
+		raw := "GET / HTTP/1.1\r\nHost: acme.example.com\r\n"
+		for _, l := range tc.lines {
+			raw += "Cookie: " + l + "\r\n"
+		}
+		resp := http1Exchange(t, addr, raw+"Connection: close\r\n\r\n", nil)
+		resp.Body.Close()
+		var lines string
+		select {
+		case lines = <-got:
+		case <-time.After(5 * time.Second):
+		}
+		if resp.StatusCode != 200 || lines != tc.want {
+			t.Errorf("lines %q: got %d, upstream Cookie %s; want 200 and %s", tc.lines, resp.StatusCode, lines, tc.want)
+		}
+	}
+}
