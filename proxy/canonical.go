@@ -136,8 +136,7 @@ func canonicalPath(u *url.URL) error {
 // X_Forwarded_For as X-Forwarded-For), fields named in Connection (hop by
 // hop: the upstream never gets them, so neither do routes and keys), an
 // Upgrade to anything but WebSocket, and from an untrusted peer the
-// forwarding fields. It joins several Cookie lines into one (see
-// joinCookies). It trims the spaces and tabs around every value, as
+// forwarding fields. It trims the spaces and tabs around every value, as
 // the upstream gets it: HTTP/2 leaves them in (" victim" and "victim\t"
 // would be keys of their own), and so does an HTTP/1 continuation line.
 func cleanHeaders(h http.Header, trusted bool) {
@@ -153,9 +152,6 @@ func cleanHeaders(h http.Header, trusted bool) {
 		}
 	}
 	dropConnectionNamed(h)
-	if c := h["Cookie"]; len(c) > 1 {
-		h["Cookie"] = joinCookies(c)
-	}
 	// Only a WebSocket handshake may switch protocols through sluice.
 	// After a 101 the connection is a tunnel whose requests no limit
 	// sees: an upstream that took "Upgrade: h2c" would serve HTTP/2 on
@@ -186,6 +182,12 @@ func cleanHeaders(h http.Header, trusted bool) {
 // key saw. Joined as it came, a line that ends in ";" would leave an
 // empty cookie in the middle ("a=1;; sid=x"), where Python's
 // http.cookies (aiohttp's parser) stops reading.
+//
+// rewrite joins them on the way out. Routes and keys see the lines the
+// client sent: a cookie: key reads them as it reads the joined line (a
+// line's end ends a cookie, as ";" does), and a header:Cookie key or a
+// route matching on Cookie answers 400 to several, as to any field sent
+// twice.
 func joinCookies(lines []string) []string {
 	var b strings.Builder
 	for _, l := range lines {

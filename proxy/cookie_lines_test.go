@@ -21,8 +21,9 @@ import (
 // do, so that "a=1,sid=s1" is one cookie a to a parser that splits at
 // ";") would not see the sid the limit was keyed on: a client could spend
 // a new bucket on each request while the upstream read no sid at all,
-// the request that cookie:sid keys with the empty value. A header:Cookie
-// key reads the joined line too.
+// the request that cookie:sid keys with the empty value. Routes and keys
+// see the lines as sent: a header:Cookie key, and a route that matches
+// on Cookie, answer 400 to several, as to any field sent twice.
 func TestCookieLinesJoined(t *testing.T) {
 	t.Parallel()
 	got := make(chan []string, 16) // the Cookie lines of each request, as sent
@@ -100,13 +101,34 @@ routes:
 	if s := h1("sid=s1", "sid=s2"); s != http.StatusBadRequest {
 		t.Errorf("sid in two lines: got %d, want 400", s)
 	}
-	// header:Cookie keys the line the upstream gets: two lines are not
-	// a field given twice, and spend the bucket of their joined line.
-	if s := h1At("/whole", "a=1", "b=2"); s != 200 {
-		t.Errorf("header:Cookie, two lines: got %d, want 200", s)
+	// Two Cookie lines are the field sent twice (SPEC), whatever line
+	// the upstream would get: a header:Cookie key, and a route that
+	// matches on Cookie, answer 400 to them, and spend nothing.
+	if s := h1At("/whole", "a=1", "b=2"); s != http.StatusBadRequest {
+		t.Errorf("header:Cookie, two lines: got %d, want 400", s)
+	}
+	beta := newTLSGateway(t, fmt.Sprintf(`
+routes:
+  - name: beta
+    match: {path: /beta, headers: {Cookie: beta=1}}
+    upstream: %s
+`, up.url()))
+	raw := "GET /beta HTTP/1.1\r\nHost: acme.example.com\r\nCookie: beta=1\r\nCookie: b=2\r\nConnection: close\r\n\r\n"
+	resp := http1Exchange(t, beta.Listener.Addr().String(), raw, nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a route matching Cookie, two lines: got %d, want 400", resp.StatusCode)
+	}
+	if s := h1At("/whole", "a=1; b=2"); s != 200 {
+		t.Errorf("header:Cookie, one line: got %d, want 200", s)
+	}
+	select {
+	case <-got: // the one request since the loop that reaches it
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream got no request")
 	}
 	if s := h1At("/whole", "a=1; b=2"); s != http.StatusTooManyRequests {
-		t.Errorf("header:Cookie, the two lines joined: got %d, want 429", s)
+		t.Errorf("header:Cookie, one line again: got %d, want 429", s)
 	}
 }
 

@@ -308,6 +308,9 @@ func (rt *route) rewrite(pr *httputil.ProxyRequest) {
 	// method override that the client chose.
 	pr.Out.Trailer = nil
 	in, out := pr.In.Header, pr.Out.Header
+	if c := out["Cookie"]; len(c) > 1 {
+		out["Cookie"] = joinCookies(c)
+	}
 	if ex.trusted {
 		out[hXForwardedFor] = in[hXForwardedFor]
 	}
