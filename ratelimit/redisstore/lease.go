@@ -499,14 +499,18 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	}
 	l.remote = rep.remaining
 	l.resetAt = now.Add(rep.reset)
-	if rep.granted < want || rep.granted == 0 {
-		// Short: the lease's rejections, until the next call, say when
-		// Redis may have a unit again. (A partial grant is short too: the
-		// rejections once its units are spent must not say sooner.)
-		l.retryAt = now.Add(max(rep.retry, time.Microsecond))
-	}
 	if rep.granted < want {
-		// Short: ask again only once the rest may be there, so that a
+		// Short: the lease's rejections, until the next short call, say
+		// when Redis may have a unit again. (A partial grant is short
+		// too: the rejections once its units are spent must not say
+		// sooner.) A call that asks for nothing (the heartbeat's trim,
+		// a lease holding past its share) is never short, and leaves
+		// retryAt as the last short one set it: the rejections are
+		// that call's, made while the quiet it set lasts, and this
+		// reply's retry says nothing of it (the window's end, or none
+		// at all for units just given back).
+		l.retryAt = now.Add(max(rep.retry, time.Microsecond))
+		// Ask again only once the rest may be there, so that a
 		// bucket at its limit does not turn rejections into calls.
 		wait := max(rep.retry, time.Microsecond)
 		if p.Algorithm == ratelimit.TokenBucket || p.Algorithm == ratelimit.SlidingWindowCounter {
