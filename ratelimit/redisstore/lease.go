@@ -582,15 +582,20 @@ func (s *Store) startRefillLocked(c rueidis.Client, l *lease, now time.Time) {
 		return
 	}
 	l.inflight = make(chan struct{})
-	s.refills.Add(1)
-	go func() {
-		defer s.refills.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
-		defer cancel()
-		if err := s.refill(ctx, c, l, now); err != nil {
-			s.br.failed(err, false)
-		}
-	}()
+	if !s.goRefill(func() { s.backgroundRefill(c, l, now) }) {
+		l.inflight = nil // closed: Close gives the lease back
+	}
+}
+
+// backgroundRefill is the refill a request or the heartbeat's trim starts
+// in the background: bounded by Timeout, a failure counted by the
+// breaker.
+func (s *Store) backgroundRefill(c rueidis.Client, l *lease, now time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
+	defer cancel()
+	if err := s.refill(ctx, c, l, now); err != nil {
+		s.br.failed(err, false)
+	}
 }
 
 // trimLeases starts a call, in the background, for each lease that holds
@@ -622,29 +627,20 @@ func (s *Store) trimLease(c rueidis.Client, l *lease, wait bool) {
 	}
 	if ch := l.inflight; ch != nil && wait && !l.gone {
 		l.mu.Unlock()
-		s.refills.Add(1)
-		go func() {
-			defer s.refills.Done()
+		s.goRefill(func() {
 			<-ch
 			s.trimLease(c, l, false)
-		}()
+		})
 		return
 	}
+	defer l.mu.Unlock()
 	if l.gone || l.inflight != nil || l.units <= maxBatch(l.req.Policy, s.instances()) || !now.Before(l.deadline) {
-		l.mu.Unlock()
 		return
 	}
 	l.inflight = make(chan struct{})
-	l.mu.Unlock()
-	s.refills.Add(1)
-	go func() {
-		defer s.refills.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
-		defer cancel()
-		if err := s.refill(ctx, c, l, now); err != nil {
-			s.br.failed(err, false)
-		}
-	}()
+	if !s.goRefill(func() { s.backgroundRefill(c, l, now) }) {
+		l.inflight = nil // closed: Close gives the lease back
+	}
 }
 
 // leaseUnit is a unit takeLease took from a local lease.

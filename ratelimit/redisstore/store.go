@@ -139,7 +139,7 @@ type Store struct {
 	closed  bool
 	calls   atomic.Int64   // Redis round trips of leases and heartbeats
 	bg      sync.WaitGroup // the lease sweep and heartbeats
-	refills sync.WaitGroup // background lease refills
+	refills sync.WaitGroup // background lease refills; added to by goRefill only
 	// bgCtx ends when Close begins: late replies are no longer awaited.
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -150,6 +150,10 @@ type Store struct {
 
 	// evictionChecked is set once checkEviction has run.
 	evictionChecked atomic.Bool
+
+	// closeWaited, when set (by tests), is called by Close once it has
+	// waited for the background work, before it gives the leases back.
+	closeWaited func()
 }
 
 var _ ratelimit.Store = (*Store)(nil)
@@ -341,6 +345,9 @@ func (s *Store) Close() error {
 	<-s.done
 	s.bg.Wait()
 	s.refills.Wait()
+	if s.closeWaited != nil {
+		s.closeWaited()
+	}
 	if c := s.client.Load(); c != nil {
 		if ls := s.leases.all(); len(ls) > 0 && !s.br.open.Load() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.o.Timeout)
@@ -368,6 +375,26 @@ func (s *Store) observe(start time.Time, err error) {
 	if s.o.Observe != nil {
 		s.o.Observe(time.Since(start), err)
 	}
+}
+
+// goRefill runs f, a lease's call, on a goroutine Close waits for before
+// it gives the leases back, unless the store is closed, and reports
+// whether it did. Under life, as goBackground: a request or the first
+// heartbeat beat (neither of which Close waits for) may start a call
+// while Close runs, and one started after Close has waited would outlive
+// it.
+func (s *Store) goRefill(f func()) bool {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return false
+	}
+	s.refills.Add(1)
+	go func() {
+		defer s.refills.Done()
+		f()
+	}()
+	return true
 }
 
 // goBackground runs f on a goroutine Close waits for, unless the store is
