@@ -670,9 +670,15 @@ func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, 
 		if l.gone {
 			l.mu.Unlock()
 			// Reset or the idle sweep dropped it just now: start over.
-			if l = s.leases.get(key, r); l == nil {
+			// Close marks its leases gone and leaves them in the table,
+			// so a decision after it (a request the shutdown cut off)
+			// finds the same one again: that is decided by a call of
+			// its own, as a full table's.
+			nl := s.leases.get(key, r)
+			if nl == nil || nl == l {
 				return s.takeOne(ctx, c, now, r, key)
 			}
+			l = nl
 			l.mu.Lock()
 			l.req = r
 			l.arriveLocked(now)

@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,4 +87,33 @@ func TestLeaseNoTrimAfterClose(t *testing.T) {
 		t.Error("a trim started after Close had waited for the refills: its goroutine and Redis call outlive Close")
 	}
 	s.refills.Wait() // whatever started, before the leak check
+}
+
+// TestLeaseDecideAfterClose: Close gives every lease back and marks it
+// gone, but leaves it in the table. A request still in flight when the
+// gateway's shutdown timeout ran out may decide after that; it must get
+// an answer (an error, or the fallback's) within its context, not find
+// the same gone lease again and again.
+func TestLeaseDecideAfterClose(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true})
+	r := ratelimit.Request{Policy: leasePolicy(t, "after-close", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
+	now := time.Unix(1_700_000_000, 0)
+	decide1(t, s, now, r)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		out := make([]ratelimit.Decision, 1)
+		done <- s.Decide(ctx, now.Add(time.Millisecond), []ratelimit.Request{r}, out)
+	}()
+	select {
+	case err := <-done:
+		t.Logf("Decide after Close: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Decide after Close had not returned 10 s later, 8 s past its context's end")
+	}
 }
