@@ -100,24 +100,31 @@ func tlsNextGateway(t *testing.T, yaml string, up *liveUpstream, extraRoots []*x
 // upstreamErrorKinds is sluice_upstream_errors_total by kind.
 func upstreamErrorKinds(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
+	return counterBy(t, m, "sluice_upstream_errors_total", "kind")
+}
+
+// counterBy sums the counter name's series by their label, leaving out
+// those at zero.
+func counterBy(t *testing.T, m *metrics.Metrics, name, label string) map[string]float64 {
+	t.Helper()
 	mfs, err := m.Registry().Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	kinds := map[string]float64{}
+	got := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "sluice_upstream_errors_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, s := range mf.GetMetric() {
 			for _, l := range s.GetLabel() {
-				if l.GetName() == "kind" && s.GetCounter().GetValue() != 0 {
-					kinds[l.GetValue()] += s.GetCounter().GetValue()
+				if l.GetName() == label && s.GetCounter().GetValue() != 0 {
+					got[l.GetValue()] += s.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	return kinds
+	return got
 }
 
 // badHandshakeTarget is an https:// target whose TLS handshake fails in

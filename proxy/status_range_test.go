@@ -195,22 +195,5 @@ func accessStatuses(lines []string) []int {
 // requestCodes returns sluice_http_requests_total by its code label.
 func requestCodes(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "sluice_http_requests_total" {
-			continue
-		}
-		for _, s := range mf.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "code" {
-					got[l.GetValue()] += s.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return got
+	return counterBy(t, m, "sluice_http_requests_total", "code")
 }

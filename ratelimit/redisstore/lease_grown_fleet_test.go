@@ -185,19 +185,8 @@ func TestLeaseTrimLeavesARunOutHoldingAlone(t *testing.T) {
 // later call would (a refill is not started while the lease holds its
 // share or more).
 func TestLeaseTrimWithUnitsOfAnEndedWindowToGiveBack(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second})
-	s.RetireLeases() // no heartbeats: N is set below
-	s.seen.Store(1)
-	r := ratelimit.Request{Policy: leasePolicy(t, "ended", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
-	t0 := time.Unix(1_700_000_000, 0)
-	l := growLease(t, s, r, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) })
-	share := maxBatch(r.Policy, 10)
+	s, l, share := leaseOverShare(t, "ended")
 	l.mu.Lock()
-	if l.units <= share {
-		l.mu.Unlock()
-		t.Fatalf("the lease holds %d, want more than the share among 10 (%d): the test proves nothing", l.units, share)
-	}
 	// Units of the window before, to give back with the next call.
 	l.back, l.backMark = 3, l.mark-micros(time.Hour)
 	l.mu.Unlock()
@@ -209,6 +198,27 @@ func TestLeaseTrimWithUnitsOfAnEndedWindowToGiveBack(t *testing.T) {
 	if l.units > share {
 		t.Errorf("after the trim the lease holds %d, want at most its share among 10, %d", l.units, share)
 	}
+}
+
+// leaseOverShare returns a store that sees one instance, with a
+// fixed_window lease of 1,000 an hour for the policy name grown past its
+// share among 10 instances, and that share.
+func leaseOverShare(t *testing.T, name string) (*Store, *lease, int64) {
+	t.Helper()
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second})
+	s.RetireLeases() // no heartbeats: N is set below
+	s.seen.Store(1)
+	r := ratelimit.Request{Policy: leasePolicy(t, name, ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
+	t0 := time.Unix(1_700_000_000, 0)
+	l := growLease(t, s, r, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) })
+	share := maxBatch(r.Policy, 10)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.units <= share {
+		t.Fatalf("the lease holds %d, want more than the share among 10 (%d): the test proves nothing", l.units, share)
+	}
+	return s, l, share
 }
 
 // growLease admits r's requests, the i-th at at(i), until its lease holds
@@ -301,20 +311,9 @@ func TestLeaseTrimOfAGoneLease(t *testing.T) {
 // bring it to the new one once that call is back; no later call would (a
 // refill is not started while the lease holds its share or more).
 func TestLeaseTrimAfterACallInFlight(t *testing.T) {
-	srv := redistest.Start(t)
-	s := newStore(t, Options{Addresses: []string{srv.Addr()}, CallerTime: true, Timeout: time.Second})
-	s.RetireLeases() // no heartbeats: N is set below
-	s.seen.Store(1)
-	r := ratelimit.Request{Policy: leasePolicy(t, "in-flight", ratelimit.FixedWindow, 1000, time.Hour), Key: "k"}
-	t0 := time.Unix(1_700_000_000, 0)
-	l := growLease(t, s, r, func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) })
-	share := maxBatch(r.Policy, 10)
+	s, l, share := leaseOverShare(t, "in-flight")
 	// A call on its way as N grows.
 	l.mu.Lock()
-	if l.units <= share {
-		l.mu.Unlock()
-		t.Fatalf("the lease holds %d, want more than the share among 10 (%d): the test proves nothing", l.units, share)
-	}
 	ch := make(chan struct{})
 	l.inflight = ch
 	l.mu.Unlock()
