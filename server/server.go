@@ -55,6 +55,9 @@ type Server struct {
 
 	conns    conns // connections of the plain and TLS listeners
 	inflight atomic.Int64
+	// handled has a value once the last request in flight has left its
+	// handler during the drain (see left).
+	handled  chan struct{}
 	draining atomic.Bool
 	// redirectHTTP is tls.redirect_http of the last configuration with a
 	// tls section: one that removes the section keeps the HTTPS listener
@@ -77,7 +80,7 @@ func New(ctx context.Context, path string, log *slog.Logger, access io.Writer) (
 // NewFromConfig is New with a configuration already loaded; path is where
 // reloads read from ("" disables reload).
 func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *slog.Logger, access io.Writer) (*Server, error) {
-	s := &Server{path: path, log: log, metrics: metrics.New(), clock: ratelimit.SystemClock(), addrs: make(map[string]net.Addr)}
+	s := &Server{path: path, log: log, metrics: metrics.New(), clock: ratelimit.SystemClock(), addrs: make(map[string]net.Addr), handled: make(chan struct{}, 1)}
 	var accessLog io.Writer
 	if access != nil {
 		s.access = linewriter.New(access, cfg.Log.FlushInterval, 0)
@@ -217,6 +220,7 @@ func (s *Server) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	case err := <-errc:
 		s.closeAll()
+		s.awaitHandlers()
 		s.release()
 		return err
 	}
@@ -324,13 +328,50 @@ func (s *Server) redirecting(next, redirect http.Handler) http.Handler {
 }
 
 // counting tracks requests in flight, to report what a timed-out shutdown
-// cut off.
+// cut off, and to wait for their handlers (awaitHandlers).
 func (s *Server) counting(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.inflight.Add(1)
-		defer s.inflight.Add(-1)
+		defer s.left()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// left counts a request out of its handler; the last one out during the
+// drain wakes awaitHandlers.
+func (s *Server) left() {
+	if s.inflight.Add(-1) == 0 && s.draining.Load() {
+		select {
+		case s.handled <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// handlerGrace bounds how long the end of Serve waits for handlers still
+// running once their connections are closed.
+const handlerGrace = time.Second
+
+// awaitHandlers waits, up to handlerGrace, until no request is in its
+// handler. Closing a connection ends its request's context, not its
+// handler, which still settles its count_status units (a round trip to
+// Redis, up to store.redis.timeout) and writes its access line; net/http's
+// Close does not wait for it, and the stores and the access log close
+// next, and the process exits once Serve returns.
+func (s *Server) awaitHandlers() {
+	if s.inflight.Load() == 0 {
+		return
+	}
+	s.draining.Store(true) // a listener's failure ends Serve without a drain
+	t := time.NewTimer(handlerGrace)
+	defer t.Stop()
+	for s.inflight.Load() > 0 {
+		select {
+		case <-s.handled:
+		case <-t.C:
+			return
+		}
+	}
 }
 
 // shutdown stops accepting, lets in-flight and queued requests and
@@ -366,6 +407,9 @@ func (s *Server) shutdown() error {
 		}
 		s.log.Warn("shutdown timeout expired; cutting off requests", "timeout", cfg.ShutdownTimeout.String(), "cut_off", inflight, "connections", cut)
 	}
+	// A WebSocket's handler, too, outlives its connection: it writes its
+	// line once the tunnel has closed.
+	s.awaitHandlers()
 	s.mu.Lock()
 	adm := s.admin
 	s.mu.Unlock()
