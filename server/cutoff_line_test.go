@@ -118,3 +118,38 @@ routes:
 		t.Error("got no access line for the cut-off request when Serve returned, want it written before the process exits")
 	}
 }
+
+// TestShutdownWritesLineOfWebSocketClosedInTime: a WebSocket's access line
+// is written by its handler once the tunnel has closed, after its
+// connection has left the drain's count. A drain that ends as the client
+// closes must still have that line written before Serve returns. The
+// handler's last steps race with the end of Serve, so the drain is run a
+// few times over.
+func TestShutdownWritesLineOfWebSocketClosedInTime(t *testing.T) {
+	t.Parallel()
+	up := wsUpstream(t)
+	for i := range 10 {
+		r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nshutdown_timeout: 20s\nroutes:\n  - name: ws\n    upstream: %s\n", up.URL))
+		conn, br := upgrade(t, r.Addr("http").String())
+		if err := echo(conn, br, "before"); err != nil {
+			t.Fatal(err)
+		}
+		r.stop()
+		if err := echo(conn, br, "while draining"); err != nil {
+			t.Fatalf("drain %d: echo after shutdown began: %v", i, err)
+		}
+		conn.Close()
+		select {
+		case <-r.done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("drain %d: Serve did not return within 10s of the WebSocket closing", i)
+		}
+		var got bool
+		for _, rec := range r.logs.records(t) {
+			got = got || rec["msg"] == "request" && rec["status"] == 101.0
+		}
+		if n := r.inflight.Load(); n != 0 || !got {
+			t.Fatalf("drain %d: when Serve returned, got %d requests in their handlers and the 101 line written %v; want 0 and true", i, n, got)
+		}
+	}
+}
