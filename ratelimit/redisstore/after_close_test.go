@@ -2,11 +2,14 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/ratelimit"
@@ -174,5 +177,31 @@ func TestDecisionsRacingClose(t *testing.T) {
 	}
 	if n := after.Load(); n < 100 {
 		t.Errorf("got %d requests through in the 5s after Close, want 100 or more", n)
+	}
+}
+
+// TestNoClientInstalledAfterClose: a connection to Redis may be made after
+// the bound connect waits for it, and after Close, which closes the
+// client it finds: one installed then, when Close found none (Redis was
+// lost), would never be closed. It is refused, and closed.
+func TestNoClientInstalledAfterClose(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}})
+	s.redial() // as when Redis was lost: no client until one connects
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := rueidis.NewClient(s.clientOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s.install(c) {
+		t.Error("a client made after Close was installed")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := c.Do(ctx, c.B().Ping().Build()).Error(); !errors.Is(err, rueidis.ErrClosing) {
+		t.Errorf("the client refused still answers: got %v, want %v", err, rueidis.ErrClosing)
 	}
 }

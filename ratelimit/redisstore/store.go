@@ -281,8 +281,7 @@ func (s *Store) connect(ctx context.Context) error {
 		if r.err != nil {
 			return fmt.Errorf("connecting to redis %v: %w", s.o.Addresses, r.err)
 		}
-		if !s.client.CompareAndSwap(nil, &r.c) {
-			r.c.Close()
+		if !s.install(r.c) {
 			return nil
 		}
 		if s.evictionChecked.CompareAndSwap(false, true) {
@@ -294,13 +293,25 @@ func (s *Store) connect(ctx context.Context) error {
 		// Close a client that connects after all, so it does not leak.
 		go func() {
 			if r := <-ch; r.err == nil {
-				if !s.client.CompareAndSwap(nil, &r.c) {
-					r.c.Close()
-				}
+				s.install(r.c)
 			}
 		}()
 		return fmt.Errorf("connecting to redis %v: %w", s.o.Addresses, ctx.Err())
 	}
+}
+
+// install makes c the store's client, unless it has one already or Close
+// has begun, and reports whether it did; a client it does not install it
+// closes. A connection may be made after the bound connect waits for, and
+// after Close: installed then, it would never be closed.
+func (s *Store) install(c rueidis.Client) bool {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed || !s.client.CompareAndSwap(nil, &c) {
+		c.Close()
+		return false
+	}
+	return true
 }
 
 // checkEviction warns when Redis evicts keys once it is full: a client
