@@ -42,12 +42,14 @@ func New(out io.Writer, delay time.Duration, size int) *Buffered {
 	return b
 }
 
-// SetDelay changes how long a line may wait; what waits is written first.
+// SetDelay changes how long a line may wait; what waits is written out.
+// The delay changes first: a line that comes while that write runs would
+// otherwise arm the timer with the old delay, and wait for it.
 func (b *Buffered) SetDelay(d time.Duration) {
-	b.Flush()
 	b.mu.Lock()
 	b.delay = max(d, 0)
 	b.mu.Unlock()
+	b.Flush()
 }
 
 // Write queues p, which should be one or more whole lines.

@@ -127,3 +127,56 @@ func TestConcurrentLinesStayWholeAndOrdered(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// gateSink is a destination whose first write blocks until open is
+// closed; entered is closed once it has begun.
+type gateSink struct {
+	*sink
+	entered, open chan struct{}
+	once          sync.Once
+}
+
+func (g *gateSink) Write(p []byte) (int, error) {
+	first := false
+	g.once.Do(func() { first = true })
+	if first {
+		close(g.entered)
+		<-g.open
+	}
+	return g.sink.Write(p)
+}
+
+// TestLineDuringSetDelayTakesNewDelay: a line that comes while SetDelay
+// writes out what waited (a reload changing log.flush_interval, with
+// requests answering meanwhile) waits the new delay, not the old one. The
+// delay was set only after that write: the line armed the timer with the
+// old delay, an hour here, and sat in the buffer for it.
+func TestLineDuringSetDelayTakesNewDelay(t *testing.T) {
+	t.Parallel()
+	g := &gateSink{sink: newSink(), entered: make(chan struct{}), open: make(chan struct{})}
+	b := New(g, time.Hour, 0)
+	b.Write([]byte("before\n"))
+	set := make(chan struct{})
+	go func() {
+		b.SetDelay(10 * time.Millisecond)
+		close(set)
+	}()
+	<-g.entered // SetDelay is writing "before"
+	b.Write([]byte("during\n"))
+	close(g.open)
+	<-set
+	deadline := time.After(5 * time.Second)
+	for {
+		if got := g.all(); len(got) == 2 {
+			if got[0] != "before\n" || got[1] != "during\n" {
+				t.Fatalf("got %q, want the waiting line, then the one that came during SetDelay", got)
+			}
+			return
+		}
+		select {
+		case <-g.wrote:
+		case <-deadline:
+			t.Fatalf("got %q; the line that came during SetDelay was not written within 5s (new delay 10ms)", g.all())
+		}
+	}
+}
