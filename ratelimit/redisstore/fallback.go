@@ -17,9 +17,20 @@ type leaseFallbacks struct {
 	mu     sync.Mutex
 	copies map[*ratelimit.Policy]fallbackCopy
 	// active holds the policies deciding locally, each with the time of
-	// its last local decision.
-	active map[string]time.Time
+	// its last local decision and the declaration it was reported under.
+	active map[string]falling
 	n      atomic.Int32 // len(active), read without mu on the hot path
+	// declared counts DeclareLeases calls: each comes with a load whose
+	// metrics may have dropped a policy's gauge (a reload that took its
+	// lease away, then one that gave it back), and made it afresh at 0.
+	declared int64
+}
+
+// falling is a policy deciding locally: since its last local decision
+// at, reported while declared was declared.
+type falling struct {
+	at       time.Time
+	declared int64
 }
 
 // resumeQuiet is how long a leased policy must have decided nothing
@@ -113,15 +124,21 @@ func (s *Store) enterFallback(p, q *ratelimit.Policy, n int, cause error) {
 	f := &s.fallbacks
 	now := time.Now()
 	f.mu.Lock()
-	if _, ok := f.active[p.Name]; ok {
-		f.active[p.Name] = now
+	if a, ok := f.active[p.Name]; ok {
+		f.active[p.Name] = falling{now, f.declared}
+		again := a.declared != f.declared
 		f.mu.Unlock()
+		if again && s.o.OnLeaseFallback != nil {
+			// Still in fallback, but a load declared leases since,
+			// whose gauge may read 0: it hears again, once.
+			s.o.OnLeaseFallback(p.Name, true)
+		}
 		return
 	}
 	if f.active == nil {
-		f.active = make(map[string]time.Time)
+		f.active = make(map[string]falling)
 	}
-	f.active[p.Name] = now
+	f.active[p.Name] = falling{now, f.declared}
 	f.n.Store(int32(len(f.active)))
 	f.mu.Unlock()
 	if cause == nil {
@@ -145,7 +162,7 @@ func (s *Store) resumed(p *ratelimit.Policy) {
 	}
 	f.mu.Lock()
 	last, ok := f.active[p.Name]
-	if !ok || time.Since(last) < resumeQuiet {
+	if !ok || time.Since(last.at) < resumeQuiet {
 		f.mu.Unlock()
 		return
 	}
@@ -167,7 +184,7 @@ func (s *Store) resumeIdle() {
 	var names []string
 	f.mu.Lock()
 	for name, last := range f.active {
-		if time.Since(last) >= resumeQuiet {
+		if time.Since(last.at) >= resumeQuiet {
 			delete(f.active, name)
 			names = append(names, name)
 		}

@@ -58,10 +58,17 @@ func (s *Store) startHeartbeat() {
 // others, and is counted, before its first leased request: one restarted
 // or idle on leases when Redis fails then falls back to limit / N rather
 // than the whole limit, and no first decision waits for the first beat.
+//
+// A leased policy still deciding locally from before (Redis still down)
+// reports its fallback again at its next local decision: the load may
+// have made its gauge afresh.
 func (s *Store) DeclareLeases() {
 	s.hb.Lock()
 	s.retired = false
 	s.hb.Unlock()
+	s.fallbacks.mu.Lock()
+	s.fallbacks.declared++
+	s.fallbacks.mu.Unlock()
 	s.goBackground(s.startHeartbeat)
 }
 
