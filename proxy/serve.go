@@ -308,6 +308,14 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 	} else {
 		rt.setLimitHeaders(w.Header(), ds, &ex.limitValues)
 	}
+	if reject >= 0 && r.Context().Err() != nil {
+		// The client went away while its limits were decided. A store
+		// whose call that ended (Redis) decides as on_error says, and
+		// deny rejects: a 429 to nobody. It is logged 499, and counted
+		// as no rejection, so that the rejections add up to the 429s.
+		ex.clientGone = true
+		return s, rt, false
+	}
 	if reject >= 0 {
 		// The limit the 429 names counts the rejection, the others
 		// nothing (SPEC §5), even one that rejected too: the rejected
