@@ -92,14 +92,20 @@ func (u *cutUpstream) accepted() int {
 // midflightGateway serves one route to up under a count_status limit,
 // and writes its access lines to access.
 func midflightGateway(t *testing.T, up string, m *metrics.Metrics, access io.Writer) *httptest.Server {
-	t.Helper()
-	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(`
+	return midflightGatewayOf(t, `
 routes:
   - name: mid
     upstream: %s
     limits:
       - {algorithm: fixed_window, limit: 100, window: 1h, key: [global], count_status: [401]}
-`, up)), func(string) (string, bool) { return "", false })
+`, up, m, access)
+}
+
+// midflightGatewayOf is midflightGateway with a configuration of its own,
+// yaml with the upstream's URL for its %s.
+func midflightGatewayOf(t *testing.T, yaml, up string, m *metrics.Metrics, access io.Writer) *httptest.Server {
+	t.Helper()
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(yaml, up)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,15 +123,25 @@ routes:
 // awaitLine returns the first access line of route mid, within 5s.
 func awaitLine(t *testing.T, access *lockedBuffer) map[string]any {
 	t.Helper()
+	return awaitLineAt(t, access, 0)
+}
+
+// awaitLineAt returns access line i (from 0) of route mid, within 5s.
+func awaitLineAt(t *testing.T, access *lockedBuffer, i int) map[string]any {
+	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		n := 0
 		for _, l := range access.lines() {
 			var e map[string]any
 			if json.Unmarshal([]byte(l), &e) == nil && e["route"] == "mid" {
-				return e
+				if n == i {
+					return e
+				}
+				n++
 			}
 		}
 	}
-	t.Fatal("no access line within 5s")
+	t.Fatalf("no access line %d within 5s", i)
 	return nil
 }
 
@@ -311,5 +327,132 @@ func TestUpstreamGoneMidAnswer(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// gaugeSum is the sum of the gauge name's series in m.
+func gaugeSum(t *testing.T, m *metrics.Metrics, name string) float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, s := range mf.GetMetric() {
+				sum += s.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestClientGoneEarlyMidflight: a client that goes away before its
+// request reaches the upstream, while the part of its body json: keys read
+// is arriving, or while it waits in a queue. None of it reaches the
+// upstream. Mid key body nothing has decided the request yet: no decision
+// is counted; a close there is a body shorter than its length, a 400 to
+// nobody (README › Errors sluice answers itself), a reset a 499. In the
+// queue it was decided: its count_status unit stays spent, and its line
+// says 499 with its wait.
+func TestClientGoneEarlyMidflight(t *testing.T) {
+	t.Parallel()
+	const yaml = `
+policies:
+  shaping: {algorithm: leaky_bucket, limit: 1, window: 1h, queue: 5, key: [global]}
+routes:
+  - name: mid
+    upstream: %s
+    limits:
+      - {algorithm: fixed_window, limit: 100, window: 1h, key: [json:user], count_status: [401]}
+      - shaping
+`
+	const head = "POST /a HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 14\r\n\r\n"
+	for _, tc := range []struct {
+		name      string
+		queued    bool
+		reset     bool
+		status    float64
+		decisions float64
+	}{
+		{"key body, close", false, false, 400, 0},
+		{"key body, reset", false, true, 499, 0},
+		{"queued, close", true, false, 499, 2},
+		{"queued, reset", true, true, 499, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			reached := make(chan string, 4)
+			up := newCutUpstream(t, func(c net.Conn, br *bufio.Reader, req *http.Request) {
+				reached <- req.URL.Path
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+			})
+			m := metrics.New()
+			var access lockedBuffer
+			srv := midflightGatewayOf(t, yaml, up.url(), m, &access)
+			addr := srv.Listener.Addr().String()
+			if tc.queued {
+				// The first leaves at once; the next waits an hour.
+				if resp, _, err := gatewaySend(t, addr, strings.Replace(head, "/a", "/first", 1)+`{"user":"a"}  `); err != nil || resp.StatusCode != 200 {
+					t.Fatalf("first: %v %v", resp, err)
+				}
+				<-reached
+				awaitLine(t, &access) // its line, before the next one's
+			}
+			before := counterSum(t, m, "sluice_ratelimit_decisions_total")
+			refunded := counterSum(t, m, "sluice_ratelimit_refunds_total") // the first's 200
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if tc.queued {
+				io.WriteString(c, head+`{"user":"b"}  `)
+				for deadline := time.Now().Add(5 * time.Second); gaugeSum(t, m, "sluice_ratelimit_queue_depth") != 1; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("the request never waited")
+					}
+				}
+			} else {
+				io.WriteString(c, head+`{"user"`)
+				// A reset that came before the server read the head
+				// would discard it with the request: let it read.
+				time.Sleep(20 * time.Millisecond)
+			}
+			if tc.reset {
+				c.(*net.TCPConn).SetLinger(0)
+			}
+			c.Close()
+			i := 0
+			if tc.queued {
+				i = 1
+			}
+			line := awaitLineAt(t, &access, i)
+			if line["status"] != tc.status {
+				t.Errorf("access line status: got %v, want %v; line %v", line["status"], tc.status, line)
+			}
+			if _, ok := line["queue_wait_ms"]; ok != tc.queued {
+				t.Errorf("access line queue_wait_ms present: %v, want %v; line %v", ok, tc.queued, line)
+			}
+			if n := counterSum(t, m, "sluice_ratelimit_decisions_total") - before; n != tc.decisions {
+				t.Errorf("decisions counted: %v, want %v", n, tc.decisions)
+			}
+			if n := counterSum(t, m, "sluice_ratelimit_refunds_total") - refunded; n != 0 {
+				t.Errorf("units given back: %v, want 0", n)
+			}
+			if n := counterSum(t, m, "sluice_upstream_errors_total"); n != 0 {
+				t.Errorf("upstream errors counted: %v, want 0", n)
+			}
+			if n := gaugeSum(t, m, "sluice_ratelimit_queue_depth"); n != 0 {
+				t.Errorf("queue depth after: %v, want 0", n)
+			}
+			srv.Close()
+			select {
+			case p := <-reached:
+				t.Errorf("the upstream got %s from a client that went away before it", p)
+			default:
+			}
+		})
 	}
 }
