@@ -103,6 +103,9 @@ routes:
 	if v := metricValue(t, string(body), `sluice_http_requests_total{code="499",route="gone"}`); v != 1 {
 		t.Errorf(`sluice_http_requests_total{code="499"}: %v, want 1`, v)
 	}
+	if v := metricValue(t, string(body), `sluice_store_errors_total{store="redis"}`); v != 0 {
+		t.Errorf(`sluice_store_errors_total{store="redis"}: %v, want 0: a client that left is no Redis failure`, v)
+	}
 	if n := reached.Load(); n != 0 {
 		t.Errorf("the upstream got %d requests, want none", n)
 	}

@@ -381,9 +381,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// observe reports one round trip.
+// observe reports one round trip. One whose caller went away (its
+// client left mid-decision) is no failure of Redis: it is timed, not
+// counted as failed. A call that ran out of the store's timeout is.
 func (s *Store) observe(start time.Time, err error) {
 	if s.o.Observe != nil {
+		if errors.Is(err, context.Canceled) {
+			err = nil
+		}
 		s.o.Observe(time.Since(start), err)
 	}
 }
