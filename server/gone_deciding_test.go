@@ -31,13 +31,24 @@ func (s *announcedDecide) Decide(ctx context.Context, now time.Time, reqs []rate
 
 // TestClientGoneWhileDecidingOnRedis: a client that goes away while its
 // limits are decided on Redis ends the store's call, which the store then
-// decides as on_error says, as it would a Redis that failed: with deny,
-// a rejection. That is no 429 to anyone: the request is logged 499 (README
-// › Access log, the client went away first), no rejection is counted (the
-// rejected counts add up to the 429s sent), and it never reaches the
-// upstream.
+// decides as on_error says, as it would a Redis that failed: with deny, a
+// rejection. That is no 429 to anyone, nor a failure of Redis: the
+// request is logged 499 (README › Access log, the client went away
+// first), no rejection is counted (the rejected counts add up to the 429s
+// sent), no store error is counted, and it never reaches the upstream;
+// with allow and local, whose decisions admit it, the same.
 func TestClientGoneWhileDecidingOnRedis(t *testing.T) {
 	t.Parallel()
+	for _, onError := range []string{"deny", "allow", "local"} {
+		t.Run(onError, func(t *testing.T) {
+			t.Parallel()
+			clientGoneWhileDeciding(t, onError)
+		})
+	}
+}
+
+func clientGoneWhileDeciding(t *testing.T, onError string) {
+	t.Helper()
 	rs := redistest.Start(t)
 	var reached atomic.Int32
 	up := newCountingUpstream(t, &reached)
@@ -45,14 +56,14 @@ func TestClientGoneWhileDecidingOnRedis(t *testing.T) {
 admin: 127.0.0.1:0
 store:
   type: redis
-  redis: {addresses: ["%s"], timeout: 10s, on_error: deny}
+  redis: {addresses: ["%s"], timeout: 10s, on_error: %s}
 policies:
   per-hour: {algorithm: fixed_window, limit: 100, window: 1h, key: [global]}
 routes:
   - name: gone
     upstream: %s
     limits: [per-hour]
-`, rs.Addr(), up))
+`, rs.Addr(), onError, up))
 	store := &announcedDecide{Store: r.store, deciding: make(chan struct{}, 1)}
 	r.gateway.Load(r.cfg.Load(), store)
 
