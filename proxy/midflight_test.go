@@ -415,10 +415,16 @@ routes:
 					}
 				}
 			} else {
-				io.WriteString(c, head+`{"user"`)
 				// A reset that came before the server read the head
-				// would discard it with the request: let it read.
-				time.Sleep(20 * time.Millisecond)
+				// would discard it with the request. The server's 100
+				// Continue says the handler has begun reading the body.
+				io.WriteString(c, strings.Replace(head, "\r\n\r\n", "\r\nExpect: 100-continue\r\n\r\n", 1))
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				br := bufio.NewReader(c)
+				if l, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(l, "HTTP/1.1 100 ") {
+					t.Fatalf("got %q %v, want a 100 Continue as the key body is read", l, err)
+				}
+				io.WriteString(c, `{"user"`)
 			}
 			if tc.reset {
 				c.(*net.TCPConn).SetLinger(0)
