@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -165,6 +166,9 @@ func NewPolicy(p Policy) (*Policy, error) {
 	if p.Limit <= 0 {
 		errs = append(errs, errors.New("limit: must be > 0"))
 	}
+	if p.Limit > MaxLimit {
+		errs = append(errs, fmt.Errorf("limit: must be at most %d (2^53 - 1): the Redis store counts in doubles, whole only below 2^53", int64(MaxLimit)))
+	}
 	if p.Window <= 0 {
 		errs = append(errs, errors.New("window: must be > 0"))
 	}
@@ -227,6 +231,14 @@ func NewPolicy(p Policy) (*Policy, error) {
 // up to a century keeps every sum of a time and a span exact.
 const MaxSpan = 100 * 365 * 24 * time.Hour
 
+// MaxLimit is the largest limit: 2^53 - 1. The Redis store's scripts
+// count in Lua numbers, doubles, which hold every whole number below 2^53
+// and round above it, so a larger limit would be decided and reported by
+// another number than the one configured (a limit of 2^63 - 1 comes back
+// as a negative remaining count). Every store takes the same bound, so
+// that a configuration means the same whichever store runs it.
+const MaxLimit = 1<<53 - 1
+
 // lossDenominator bounds what rounding an interval up to a whole
 // microsecond may take from a token_bucket's or leaky_bucket's rate: at
 // most 1/lossDenominator of it, 0.1%.
@@ -277,8 +289,8 @@ func (p *Policy) checkSpans(burstSet bool) []error {
 		if excess > w/lossDenominator {
 			exact := float64(p.window) / float64(p.Limit)
 			lost := 100 * (1 - float64(p.window)/(float64(p.interval)*float64(p.Limit)))
-			errs = append(errs, fmt.Errorf("limit: the interval window / limit is %v, not a whole number of microseconds; rounded up to %v it would admit %.3g%% fewer requests than %d per %v (at most 0.1%% is allowed)",
-				time.Duration(exact), p.Interval(), lost, p.Limit, p.Window))
+			errs = append(errs, fmt.Errorf("limit: the interval window / limit is %s, not a whole number of microseconds; rounded up to %v it would admit %s%% fewer requests than %d per %v (at most 0.1%% is allowed)",
+				nanos(exact), p.Interval(), percent(lost), p.Limit, p.Window))
 		}
 	}
 	switch p.Algorithm {
@@ -308,6 +320,27 @@ func (p *Policy) checkSpans(burstSet bool) []error {
 		p.tolerance = min(queued, int64(p.MaxWait)) / us * us
 	}
 	return errs
+}
+
+// nanos writes an interval of ns nanoseconds as time.Duration does, but
+// keeps what lies below a nanosecond, which a Duration would truncate to
+// 0s: 10,000,000,000 per second is an interval of 0.1ns.
+func nanos(ns float64) string {
+	if ns < 1 {
+		return strconv.FormatFloat(ns, 'g', 3, 64) + "ns"
+	}
+	return time.Duration(ns).String()
+}
+
+// percent writes p with three significant digits, or more where three
+// would round a loss short of all of it up to 100.
+func percent(p float64) string {
+	for prec := 3; ; prec++ {
+		s := strconv.FormatFloat(p, 'g', prec, 64)
+		if s != "100" || p >= 100 || prec == 17 {
+			return s
+		}
+	}
 }
 
 // MustPolicy is NewPolicy for tests and examples: it panics on error.
