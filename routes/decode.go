@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
@@ -234,6 +235,10 @@ func (d *decoder) integer(m map[string]entry, name, path string) val[int64] {
 		return val[int64]{}
 	}
 	i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		d.errorf(e.val, field(path, name), "%s is out of range: whole numbers here lie from %d to %d", s, int64(math.MinInt64), int64(math.MaxInt64))
+		return val[int64]{}
+	}
 	if err != nil {
 		d.errorf(e.val, field(path, name), "must be a whole number, not %q", s)
 		return val[int64]{}
