@@ -167,7 +167,7 @@ func NewPolicy(p Policy) (*Policy, error) {
 		errs = append(errs, errors.New("limit: must be > 0"))
 	}
 	if p.Limit > MaxLimit {
-		errs = append(errs, fmt.Errorf("limit: must be at most %d (2^53 - 1): the Redis store counts in doubles, whole only below 2^53", int64(MaxLimit)))
+		errs = append(errs, fmt.Errorf("limit: must be at most %d: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits", int64(MaxLimit)))
 	}
 	if p.Window <= 0 {
 		errs = append(errs, errors.New("window: must be > 0"))
@@ -231,13 +231,16 @@ func NewPolicy(p Policy) (*Policy, error) {
 // up to a century keeps every sum of a time and a span exact.
 const MaxSpan = 100 * 365 * 24 * time.Hour
 
-// MaxLimit is the largest limit: 2^53 - 1. The Redis store's scripts
-// count in Lua numbers, doubles, which hold every whole number below 2^53
-// and round above it, so a larger limit would be decided and reported by
-// another number than the one configured (a limit of 2^63 - 1 comes back
-// as a negative remaining count). Every store takes the same bound, so
-// that a configuration means the same whichever store runs it.
-const MaxLimit = 1<<53 - 1
+// MaxLimit is the largest limit: 999,999,999,999,999. The RateLimit-Policy
+// field gives the limit as q, a Structured Field integer (RFC 8941), which
+// has at most 15 digits: a larger one makes the whole field unparsable to
+// a strict client. The bound also keeps the limit below 2^53, under which
+// the Redis store's scripts, counting in Lua doubles, hold every whole
+// number: above it a limit would be decided and reported by another
+// number than the one configured (2^63 - 1 came back as a negative
+// remaining count). Every store takes the bound, so that a configuration
+// means the same whichever store runs it.
+const MaxLimit = 999_999_999_999_999
 
 // lossDenominator bounds what rounding an interval up to a whole
 // microsecond may take from a token_bucket's or leaky_bucket's rate: at

@@ -28,7 +28,7 @@ func TestNewPolicyDefaults(t *testing.T) {
 		{"tolerance rounded down to a whole µs", Policy{Algorithm: LeakyBucket, Limit: 10, Window: time.Second, Queue: 5, MaxWait: 250*time.Millisecond + 999}, 100 * time.Millisecond, 0, 250*time.Millisecond + 999, 3},
 		{"window counters ignore the interval", Policy{Algorithm: FixedWindow, Limit: 2_000_000, Window: time.Second}, time.Microsecond, 0, 0, 2_000_000},
 		{"interval at least 1µs", Policy{Algorithm: SlidingWindowLog, Limit: 10, Window: 5 * time.Microsecond}, time.Microsecond, 0, 0, 10},
-		{"the largest limit", Policy{Algorithm: SlidingWindowCounter, Limit: MaxLimit, Window: MaxSpan}, time.Microsecond, 0, 0, MaxLimit},
+		{"the largest limit", Policy{Algorithm: SlidingWindowCounter, Limit: MaxLimit, Window: time.Second}, time.Microsecond, 0, 0, MaxLimit},
 		{"a long max_wait bounds a huge queue", Policy{Algorithm: LeakyBucket, Limit: 1, Window: 24 * time.Hour, Queue: 200_000, MaxWait: 72 * time.Hour}, 24 * time.Hour, 0, 72 * time.Hour, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,14 +99,16 @@ func TestNewPolicyUnrepresentable(t *testing.T) {
 			"queue: queue x interval (4611686018427387904 x 1h0m0s) must be at most 100 years: set a max_wait, or a smaller queue"},
 		{"block over a century", Policy{Algorithm: FixedWindow, Limit: 1, Window: time.Minute, Block: 2_500_000 * time.Hour},
 			"block: must be at most 100 years (876000h0m0s)"},
+		{"fixed_window limit 10^15", Policy{Algorithm: FixedWindow, Limit: 1_000_000_000_000_000, Window: time.Second},
+			"limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits"},
 		{"fixed_window limit 2^53", Policy{Algorithm: FixedWindow, Limit: 1 << 53, Window: time.Second},
-			"limit: must be at most 9007199254740991 (2^53 - 1): the Redis store counts in doubles, whole only below 2^53"},
+			"limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits"},
 		{"sliding_window_log limit 2^63 - 1", Policy{Algorithm: SlidingWindowLog, Limit: math.MaxInt64, Window: MaxSpan},
-			"limit: must be at most 9007199254740991 (2^53 - 1): the Redis store counts in doubles, whole only below 2^53"},
+			"limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits"},
 		{"sliding_window_counter limit 2^53 + 1", Policy{Algorithm: SlidingWindowCounter, Limit: 1<<53 + 1, Window: time.Millisecond},
-			"limit: must be at most 9007199254740991 (2^53 - 1): the Redis store counts in doubles, whole only below 2^53"},
+			"limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits"},
 		{"token_bucket limit 2^63 - 1", Policy{Algorithm: TokenBucket, Limit: math.MaxInt64, Window: MaxSpan},
-			"limit: must be at most 9007199254740991 (2^53 - 1): the Redis store counts in doubles, whole only below 2^53"},
+			"limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

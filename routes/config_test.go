@@ -48,12 +48,12 @@ testdata/bad_count_status.yaml:14:19: policies.shaped.count_status: not allowed 
 testdata/bad_count_status.yaml:20:19: policies.empty.count_status: must list at least one status, like [401, 403] or [4xx]`},
 	// Limits the Redis store's doubles cannot count, intervals below a
 	// nanosecond, and a number past int64.
-	{"bad_huge_limit.yaml", `testdata/bad_huge_limit.yaml:4:12: policies.per-ip.limit: must be at most 9007199254740991 (2^53 - 1): the Redis store counts in doubles, whole only below 2^53
-testdata/bad_huge_limit.yaml:14:16: policies.per-key.overrides[0].limit: must be at most 9007199254740991 (2^53 - 1): the Redis store counts in doubles, whole only below 2^53
+	{"bad_huge_limit.yaml", `testdata/bad_huge_limit.yaml:4:12: policies.per-ip.limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits
+testdata/bad_huge_limit.yaml:14:16: policies.per-key.overrides[0].limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits
 testdata/bad_huge_limit.yaml:17:12: policies.shaping.limit: the interval window / limit is 0.1ns, not a whole number of microseconds; rounded up to 1µs it would admit 99.99% fewer requests than 10000000000 per 1s (at most 0.1% is allowed)
 testdata/bad_huge_limit.yaml:22:12: policies.queue.limit: the interval window / limit is 0.5ns, not a whole number of microseconds; rounded up to 1µs it would admit 99.95% fewer requests than 2000000 per 1ms (at most 0.1% is allowed)
 testdata/bad_huge_limit.yaml:27:12: policies.beyond.limit: 99999999999999999999 is out of range: whole numbers here lie from -9223372036854775808 to 9223372036854775807
-testdata/bad_huge_limit.yaml:36:48: routes[0].limits[2].limit: must be at most 9007199254740991 (2^53 - 1): the Redis store counts in doubles, whole only below 2^53`},
+testdata/bad_huge_limit.yaml:36:48: routes[0].limits[2].limit: must be at most 999999999999999: RateLimit-Policy gives it as a Structured Field integer, of at most 15 digits`},
 	{"bad_override_zero.yaml", `testdata/bad_override_zero.yaml:9:16: policies.api.overrides[0].burst: must be > 0; leave it out for the policy's`},
 	// A field an override leaves to the policy may not fit the numbers
 	// the override sets; the override is refused, not dropped.
