@@ -73,9 +73,17 @@ func policyHeader(names []string, pols []*ratelimit.Policy) string {
 	return b.String()
 }
 
+// sfMaxInteger is the largest Structured Field integer, 15 digits (RFC
+// 9651 §3.3.1).
+const sfMaxInteger = 999_999_999_999_999
+
 // shownRemaining is the remaining of d as the fields show it: r and
-// X-RateLimit-Remaining, never below 0.
-func shownRemaining(d *ratelimit.Decision) int64 { return max(d.Remaining, 0) }
+// X-RateLimit-Remaining, never below 0 and never above sfMaxInteger, which
+// a token_bucket's burst or a leaky_bucket's queue can pass (a limit
+// cannot: ratelimit.MaxLimit).
+func shownRemaining(d *ratelimit.Decision) int64 {
+	return min(max(d.Remaining, 0), sfMaxInteger)
+}
 
 // setLimitHeaders writes RateLimit and the classic X-RateLimit-* fields for
 // the route's visible (non-shadow) limits. The classic fields describe the

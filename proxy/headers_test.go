@@ -61,3 +61,43 @@ func TestMostRestrictiveTieOnShownRemaining(t *testing.T) {
 		}
 	}
 }
+
+// TestRemainingFitsStructuredField: r is a Structured Field integer, at
+// most 15 digits (RFC 9651 §3.3.1), or a strict client cannot parse the
+// RateLimit field at all. A limit cannot pass that (ratelimit.MaxLimit),
+// but a token_bucket's burst and a leaky_bucket's queue places can, up
+// to 100 years' worth of 1µs intervals: such a remaining count shows as
+// the largest r there is, in X-RateLimit-Remaining too.
+func TestRemainingFitsStructuredField(t *testing.T) {
+	tb := ratelimit.MustPolicy(ratelimit.Policy{Name: "tb", Algorithm: ratelimit.TokenBucket, Limit: 1_000_000, Window: time.Second, Burst: int64(ratelimit.MaxSpan / time.Microsecond)})
+	lb := ratelimit.MustPolicy(ratelimit.Policy{Name: "lb", Algorithm: ratelimit.LeakyBucket, Limit: 1_000_000, Window: time.Second, Queue: 1 << 62, MaxWait: ratelimit.MaxSpan})
+	pols := []*ratelimit.Policy{tb, lb}
+	rt := &route{
+		visible:      []int{0, 1},
+		quoted:       []string{`"tb"`, `"lb"`},
+		policyHeader: []string{policyHeader([]string{`"tb"`, `"lb"`}, pols)},
+	}
+	ds := []ratelimit.Decision{
+		{Allowed: true, Limit: tb.Limit, Remaining: tb.Capacity() - 1, RetryAfter: time.Microsecond, Reset: time.Microsecond},
+		{Allowed: true, Limit: lb.Limit, Remaining: lb.Capacity(), RetryAfter: time.Microsecond, Reset: time.Microsecond},
+	}
+	reqs := []ratelimit.Request{{Policy: tb}, {Policy: lb}}
+	for name, set := range map[string]func(http.Header){
+		"setLimitHeaders": func(h http.Header) {
+			var v [4]string
+			rt.setLimitHeaders(h, ds, &v)
+		},
+		"setOverriddenHeaders": func(h http.Header) {
+			rt.setOverriddenHeaders(h, reqs, ds, &matched{exempt: make([]bool, len(pols)), any: true})
+		},
+	} {
+		h := http.Header{}
+		set(h)
+		if got, want := h.Get(hRateLimit), `"tb";r=999999999999999;t=1, "lb";r=999999999999999;t=1`; got != want {
+			t.Errorf("%s: RateLimit %q, want %q", name, got, want)
+		}
+		if got, want := h.Get(hXRateLimitRemain), "999999999999999"; got != want {
+			t.Errorf("%s: X-RateLimit-Remaining %q, want %q", name, got, want)
+		}
+	}
+}

@@ -232,7 +232,7 @@ func NewPolicy(p Policy) (*Policy, error) {
 const MaxSpan = 100 * 365 * 24 * time.Hour
 
 // MaxLimit is the largest limit: 999,999,999,999,999. The RateLimit-Policy
-// field gives the limit as q, a Structured Field integer (RFC 8941), which
+// field gives the limit as q, a Structured Field integer (RFC 9651), which
 // has at most 15 digits: a larger one makes the whole field unparsable to
 // a strict client. The bound also keeps the limit below 2^53, under which
 // the Redis store's scripts, counting in Lua doubles, hold every whole
