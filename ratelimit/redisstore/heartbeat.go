@@ -34,8 +34,8 @@ func (s *Store) startHeartbeat() {
 		return
 	}
 	// The first beat is waited for, by every decision that comes while
-	// it runs, so that the first batches are sized for the instances
-	// there are, not for one.
+	// it runs (within its timeout: startHeartbeatWithin), so that the
+	// first batches are sized for the instances there are, not for one.
 	s.hb.Lock()
 	defer s.hb.Unlock()
 	if s.beating.Load() || s.retired {
@@ -51,6 +51,25 @@ func (s *Store) startHeartbeat() {
 	}
 	s.hbStop = stop
 	s.beating.Store(true)
+}
+
+// startHeartbeatWithin is startHeartbeat for a leased decision: it waits
+// for the first beat only while ctx lasts. The beat has the looser bound
+// of the calls off the request path, and against a Redis that stopped
+// answering a decision that waited it out would wait past its timeout.
+// Past ctx the decision's own call fails at once, and on_error decides.
+func (s *Store) startHeartbeatWithin(ctx context.Context) {
+	if s.beating.Load() {
+		return
+	}
+	done := make(chan struct{})
+	if !s.goBackground(func() { defer close(done); s.startHeartbeat() }) {
+		return // closed: no beat to start
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // DeclareLeases starts the heartbeat, in the background, for a

@@ -654,7 +654,7 @@ type leaseUnit struct {
 // and until when it may be spent. An error means Redis failed.
 func (s *Store) takeLease(ctx context.Context, c rueidis.Client, now time.Time, r ratelimit.Request) (ratelimit.Decision, leaseUnit, error) {
 	key := Key(s.prefix, r)
-	s.startHeartbeat()
+	s.startHeartbeatWithin(ctx)
 	l := s.leases.get(key, r)
 	if l == nil {
 		return s.takeOne(ctx, c, now, r, key)
