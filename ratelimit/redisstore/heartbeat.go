@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -160,9 +161,12 @@ func (s *Store) beat(leaving bool) {
 		leave = "1"
 	}
 	start := time.Now()
-	n, err := bounded(ctx, func() rueidis.RedisResult {
+	reply, err := bounded(ctx, func() rueidis.RedisResult {
 		return heartbeatScript.Exec(ctx, *c, []string{InstancesKey(s.prefix)}, []string{s.id, strconv.FormatInt(micros(heartbeatAlive), 10), leave})
-	}).AsInt64()
+	}).AsIntSlice()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("decoding heartbeat reply: got %d values, want 2", len(reply))
+	}
 	s.observe(start, err)
 	s.calls.Add(1)
 	// A beat is a round trip like any: with leases, decisions rarely
@@ -175,11 +179,20 @@ func (s *Store) beat(leaving bool) {
 	if leaving {
 		return
 	}
-	if old := s.seen.Swap(max(n, 1)); max(n, 1) > old {
+	n := max(reply[0], 1)
+	prev := s.lastBeat.Swap(time.Now().UnixNano())
+	if reply[1] == 1 && prev != 0 && time.Since(time.Unix(0, prev)) < heartbeatAlive {
+		// Not in the set, though it beat less than a beat counts
+		// ago: Redis lost the set with its data, and the instances
+		// that have not beaten since are alive all the same. Each
+		// beats within a second; until then N does not shrink.
+		n = max(n, s.seen.Load())
+	}
+	if old := s.seen.Swap(n); n > old {
 		// Each lease's share shrank: what is held past it goes back.
 		s.trimLeases()
 	}
 	if s.o.OnInstances != nil {
-		s.o.OnInstances(int(max(n, 1)))
+		s.o.OnInstances(int(n))
 	}
 }

@@ -128,6 +128,7 @@ type Store struct {
 	leases    leaseTable     // sync: lease budgets held by this instance
 	fallbacks leaseFallbacks // leased policies deciding locally
 	seen      atomic.Int64   // instances alive at the last heartbeat
+	lastBeat  atomic.Int64   // Unix ns of the last beat answered, 0 before the first
 	beating   atomic.Bool    // the heartbeat loop runs
 	hb        sync.Mutex     // starts and stops it
 	hbStop    chan struct{}  // stops it; guarded by hb
