@@ -333,19 +333,7 @@ func TestUpstreamGoneMidAnswer(t *testing.T) {
 // gaugeSum is the sum of the gauge name's series in m.
 func gaugeSum(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Helper()
-	mfs, err := m.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, s := range mf.GetMetric() {
-				sum += s.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
+	return counterSum(t, m, name)
 }
 
 // TestClientGoneEarlyMidflight: a client that goes away before its

@@ -114,7 +114,8 @@ routes:
       - {algorithm: fixed_window, limit: 10, window: 1h, key: [json:id], count_status: [401]}
 `
 
-// counterSum is the sum of the counter name's series in m.
+// counterSum is the sum of the series of name in m, a counter or a
+// gauge.
 func counterSum(t *testing.T, m *metrics.Metrics, name string) float64 {
 	t.Helper()
 	mfs, err := m.Registry().Gather()
@@ -125,7 +126,7 @@ func counterSum(t *testing.T, m *metrics.Metrics, name string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, s := range mf.GetMetric() {
-				sum += s.GetCounter().GetValue()
+				sum += s.GetCounter().GetValue() + s.GetGauge().GetValue()
 			}
 		}
 	}
