@@ -72,6 +72,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 	if c == nil || s.br.open.Load() {
 		return s.degraded(ctx, now, reqs, out)
 	}
+	lifts := s.handover.blocks.lifts.Load()
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	if s.o.OnError == OnErrorLocal && s.handover.local.pending.Load() {
 		s.handBack(tctx, *c, now, reqs)
@@ -96,7 +97,7 @@ func (s *Store) Decide(ctx context.Context, now time.Time, reqs []ratelimit.Requ
 		trip = time.Since(began)
 		s.afterRoundTrip(now, trip, out)
 	}
-	s.noteForFallback(now, trip, reqs, out)
+	s.noteForFallback(now, trip, reqs, out, lifts)
 	return nil
 }
 
@@ -501,6 +502,9 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 	start := time.Now()
 	err := bounded(tctx, func() rueidis.RedisResult { return resetScript.Exec(tctx, *c, []string{k}, []string{s.token()}) }).Error()
 	s.observe(start, err)
+	// A decision sent before the reset ran may answer after the forget
+	// above, with the block the reset lifted.
+	s.handover.blocks.lift(k)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.br.failed(err, false)

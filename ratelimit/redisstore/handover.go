@@ -101,12 +101,27 @@ type schedules struct {
 	next    map[string]int64
 	swept   time.Time   // when the map was last swept
 	pending atomic.Bool // the map is not empty
+	// lifts counts lift's calls; it changes under mu.
+	lifts atomic.Int64
 }
 
 // record notes that the bucket key's schedule is busy until next.
 func (m *schedules) record(key string, next, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.recordLocked(key, next, now)
+}
+
+// recordSince is record unless lift was called since m.lifts was lifts.
+func (m *schedules) recordSince(key string, next, now time.Time, lifts int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lifts.Load() == lifts {
+		m.recordLocked(key, next, now)
+	}
+}
+
+func (m *schedules) recordLocked(key string, next, now time.Time) {
 	if m.next == nil {
 		m.next = make(map[string]int64)
 	}
@@ -147,6 +162,16 @@ func (m *schedules) forget(key string) {
 	m.mu.Lock()
 	delete(m.next, key)
 	m.mu.Unlock()
+}
+
+// lift forgets the bucket key for a reset that Redis ran. Replies to
+// calls sent before it may still come, naming the state it removed: a
+// recordBlocks of such a call notes nothing.
+func (m *schedules) lift(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lifts.Add(1)
+	delete(m.next, key)
 }
 
 // sweepLocked drops the entries that have passed, at most once a second.
@@ -197,13 +222,14 @@ func (s *Store) handOver(now time.Time, reqs []ratelimit.Request) {
 // noteForFallback notes, after Redis decided reqs, what the local
 // fallback would need to take over: where leaky_bucket schedules stand and
 // when blocks end. Redis answering ends the fallback's copies of blocks.
-func (s *Store) noteForFallback(now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
+// lifts is s.handover.blocks.lifts read before the call was sent.
+func (s *Store) noteForFallback(now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision, lifts int64) {
 	if s.o.OnError == OnErrorLocal {
 		if s.handover.carried.pending.Load() {
 			s.dropCarried()
 		}
 		s.handover.redis.recordSchedules(s.prefix, now, trip, reqs, out)
-		s.handover.blocks.recordBlocks(s.prefix, now, trip, reqs, out)
+		s.handover.blocks.recordBlocks(s.prefix, now, trip, reqs, out, lifts)
 	}
 }
 
@@ -221,13 +247,15 @@ func (s *Store) dropCarried() {
 // recordBlocks notes the end of each block Redis answered for reqs: a
 // rejection by a policy that blocks starts or meets one, whose end its
 // RetryAfter names, counted like recordSchedules' times. A key Redis
-// admitted is no longer blocked there: what was noted of it goes.
-func (m *schedules) recordBlocks(prefix string, now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision) {
+// admitted is no longer blocked there: what was noted of it goes. A reset
+// lifted since the call was sent (m.lifts is no longer lifts) may have
+// ended the block the reply names: nothing is noted then.
+func (m *schedules) recordBlocks(prefix string, now time.Time, trip time.Duration, reqs []ratelimit.Request, out []ratelimit.Decision, lifts int64) {
 	for i, r := range reqs {
 		switch {
 		case r.Policy.Block <= 0 || r.Policy.Shadow:
 		case !out[i].Allowed && out[i].RetryAfter > 0:
-			m.record(Key(prefix, r), now.Add(trip+out[i].RetryAfter), now)
+			m.recordSince(Key(prefix, r), now.Add(trip+out[i].RetryAfter), now, lifts)
 		case out[i].Allowed && m.pending.Load():
 			// Only when something is noted: the key costs an allocation.
 			m.forget(Key(prefix, r))

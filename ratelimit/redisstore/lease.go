@@ -1068,6 +1068,7 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 	if c == nil || s.br.open.Load() {
 		return s.degradedLeased(ctx, now, reqs, out, nil, true)
 	}
+	lifts := s.handover.blocks.lifts.Load()
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	if s.o.OnError == OnErrorLocal && s.handover.local.pending.Load() {
 		s.handBack(tctx, *c, now, reqs)
@@ -1084,7 +1085,7 @@ func (s *Store) decideWithLeases(ctx context.Context, now time.Time, reqs []rate
 		return s.degradedLeased(ctx, now, reqs, out, err, outage)
 	}
 	// As Decide does, for the route's limits that are not leased.
-	s.noteForFallback(now, 0, reqs, out)
+	s.noteForFallback(now, 0, reqs, out, lifts)
 	for _, r := range reqs {
 		// Decided on leases again, even from units held since before
 		// the outage (see resumed for when that ends the fallback).
