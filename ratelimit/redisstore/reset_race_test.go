@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"testing"
@@ -121,5 +122,59 @@ func TestResetDuringBlockingDecision(t *testing.T) {
 	}
 	if !out[0].Allowed {
 		t.Errorf("outage after the reset: got %+v (blocked %v, retry %v), want allowed: the reset lifted the block", out[0], out[0].Blocked, out[0].RetryAfter)
+	}
+}
+
+// TestResetWithLeakyQueue: README "DELETE /v1/limits": with Redis a
+// reset "starts the schedule afresh beside" the requests already
+// waiting, which "keep their departures", and "a leaky_bucket request of
+// a schedule that was reset ... gives its place back to no one". Two
+// requests wait (hours away) when the reset lands; the next request
+// leaves at once, the one after it an interval later. Then the old tail
+// gives up: the new schedule must not move, or the next request would
+// leave together with the one before it.
+func TestResetWithLeakyQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "q", Algorithm: ratelimit.LeakyBucket, Limit: 1, Window: time.Hour, Queue: 5})
+	r := ratelimit.Request{Policy: p, Key: "k"}
+	decide1(t, s, time.Now(), r) // leaves at once
+	var cancels []context.CancelFunc
+	var waits []chan error
+	for i := range 2 {
+		d := decide1(t, s, time.Now(), r)[0]
+		if !d.Allowed || d.Delay < time.Duration(i+1)*time.Hour-time.Minute {
+			t.Fatalf("queued request %d: got %+v, want admitted about %dh away", i, d, i+1)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		c := make(chan error, 1)
+		go func() { c <- s.Wait(ctx, r, d) }()
+		cancels, waits = append(cancels, cancel), append(waits, c)
+	}
+	defer func() {
+		for i, cancel := range cancels {
+			cancel()
+			<-waits[i]
+		}
+	}()
+	if err := s.Reset(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if d := decide1(t, s, time.Now(), r)[0]; !d.Allowed || d.Delay > time.Minute {
+		t.Fatalf("first request after the reset: got %+v, want admitted at once (a fresh schedule)", d)
+	}
+	last := decide1(t, s, time.Now(), r)[0]
+	if !last.Allowed || last.Delay < time.Hour-time.Minute {
+		t.Fatalf("second request after the reset: got %+v, want admitted an interval away", last)
+	}
+	// The old tail gives up.
+	cancels[1]()
+	if err := <-waits[1]; !errors.Is(err, context.Canceled) {
+		t.Fatalf("old tail's Wait: got %v, want %v", err, context.Canceled)
+	}
+	waits[1] <- nil // for the deferred drain
+	next := decide1(t, s, time.Now(), r)[0]
+	if gap := next.Departure.Sub(last.Departure); !next.Allowed || gap < time.Hour-time.Minute {
+		t.Errorf("after an old request gave up: next departure %v after the one before it (%+v), want an interval, 1h", gap, next)
 	}
 }
