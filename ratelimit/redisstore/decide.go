@@ -494,7 +494,22 @@ func (s *Store) Reset(ctx context.Context, r ratelimit.Request) error {
 		if l := s.leases.drop(k); l != nil {
 			l.mu.Lock()
 			l.gone, l.units, l.back, l.spent, l.held = true, 0, 0, 0, 0
+			var sent chan struct{}
+			if l.sending {
+				sent = l.inflight
+			}
 			l.mu.Unlock()
+			// A call of the lease already sent would take its grant
+			// from the fresh bucket were it to run after the reset,
+			// and the grant is dropped here: it runs first.
+			if sent != nil {
+				wctx, wcancel := context.WithTimeout(ctx, s.o.Timeout)
+				select {
+				case <-sent:
+				case <-wctx.Done():
+				}
+				wcancel()
+			}
 		}
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.o.Timeout)

@@ -96,6 +96,7 @@ type lease struct {
 	resetAt  time.Time // when the bucket is whole, as last heard
 	remote   int64     // what the bucket had left, as last heard
 	inflight chan struct{}
+	sending  bool // inflight's call is past its look at gone
 	gone     bool // dropped from the table (Reset, idle, Close)
 }
 
@@ -476,6 +477,7 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	p := l.req.Policy
 	args := s.leaseArgs(now, p, s.leaseField(l), want, back, backMark, spent, refunds, l.ttlLocked(want))
 	args = append(args, strconv.FormatInt(l.units+l.held, 10))
+	l.sending = true
 	l.mu.Unlock()
 
 	rep, err := s.runLease(ctx, c, p, l.key, args, want, back)
@@ -483,7 +485,7 @@ func (s *Store) refill(ctx context.Context, c rueidis.Client, l *lease, now time
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	close(l.inflight)
-	l.inflight = nil
+	l.inflight, l.sending = nil, false
 	if err != nil {
 		// Whether the script ran is unknown: what was reported stays
 		// reported (re-sending could count it twice), and the units

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,5 +178,51 @@ func TestResetWithLeakyQueue(t *testing.T) {
 	next := decide1(t, s, time.Now(), r)[0]
 	if gap := next.Departure.Sub(last.Departure); !next.Allowed || gap < time.Hour-time.Minute {
 		t.Errorf("after an old request gave up: next departure %v after the one before it (%+v), want an interval, 1h", gap, next)
+	}
+}
+
+// TestResetWithRefillInFlight: README "DELETE /v1/limits": a reset
+// deletes the bucket in Redis and drops this instance's lease. A refill
+// of that lease, already past its look at whether the lease is gone, may
+// reach Redis after the reset: its grant would then be taken from the
+// fresh bucket, and dropped here as the lease's, spent by no one until
+// the window ends. The two race; each round starts them together and
+// looks at the fresh bucket, which must count nothing.
+func TestResetWithRefillInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	s := newStore(t, Options{Addresses: []string{srv.Addr()}, Timeout: testTimeout})
+	p := ratelimit.MustPolicy(ratelimit.Policy{Name: "lf", Algorithm: ratelimit.FixedWindow, Limit: 1000, Window: time.Hour, Sync: ratelimit.SyncLease})
+	c := s.client.Load()
+	ctx := context.Background()
+	for i := range 300 {
+		r := ratelimit.Request{Policy: p, Key: "k" + strconv.Itoa(i)}
+		key := Key(s.prefix, r)
+		decide1(t, s, time.Now(), r)
+		l := s.leases.get(key, r)
+		for {
+			// A refill of our own, once none is in flight; the lease
+			// empty, so that it asks for units.
+			l.mu.Lock()
+			ch := l.inflight
+			if ch == nil {
+				l.inflight = make(chan struct{})
+				l.units = 0
+				l.mu.Unlock()
+				break
+			}
+			l.mu.Unlock()
+			<-ch
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { _ = s.refill(ctx, *c, l, time.Now()) })
+		wg.Go(func() {
+			if err := s.Reset(ctx, r); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+		if v := srv.Do("GET", key); v != "" && !strings.HasSuffix(v, " 0") {
+			t.Fatalf("round %d: the fresh bucket holds %q after the reset, want nothing counted (a grant to the dropped lease was taken from it)", i, v)
+		}
 	}
 }
