@@ -59,16 +59,34 @@ func (s *Store) startHeartbeat() {
 // of the calls off the request path, and against a Redis that stopped
 // answering a decision that waited it out would wait past its timeout.
 // Past ctx the decision's own call fails at once, and on_error decides.
+//
+// One goroutine starts it; the decisions that come meanwhile wait for
+// that one (firstBeat), so a flood of them while Redis hangs makes no
+// goroutine each.
 func (s *Store) startHeartbeatWithin(ctx context.Context) {
 	if s.beating.Load() {
 		return
 	}
-	done := make(chan struct{})
-	if !s.goBackground(func() { defer close(done); s.startHeartbeat() }) {
-		return // closed: no beat to start
+	first := make(chan struct{})
+	if s.firstBeat.CompareAndSwap(nil, &first) {
+		started := s.goBackground(func() {
+			defer func() {
+				s.firstBeat.Store(nil)
+				close(first)
+			}()
+			s.startHeartbeat()
+		})
+		if !started {
+			s.firstBeat.Store(nil)
+			return // closed: no beat to start
+		}
+	}
+	p := s.firstBeat.Load()
+	if p == nil {
+		return // started (or refused, leases retired) meanwhile
 	}
 	select {
-	case <-done:
+	case <-*p:
 	case <-ctx.Done():
 	}
 }

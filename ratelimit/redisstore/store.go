@@ -125,14 +125,15 @@ type Store struct {
 
 	br breaker
 
-	leases    leaseTable     // sync: lease budgets held by this instance
-	fallbacks leaseFallbacks // leased policies deciding locally
-	seen      atomic.Int64   // instances alive at the last heartbeat
-	lastBeat  atomic.Int64   // Unix ns of the last beat answered, 0 before the first
-	beating   atomic.Bool    // the heartbeat loop runs
-	hb        sync.Mutex     // starts and stops it
-	hbStop    chan struct{}  // stops it; guarded by hb
-	retired   bool           // RetireLeases came last, not DeclareLeases; guarded by hb
+	leases    leaseTable                    // sync: lease budgets held by this instance
+	fallbacks leaseFallbacks                // leased policies deciding locally
+	seen      atomic.Int64                  // instances alive at the last heartbeat
+	lastBeat  atomic.Int64                  // Unix ns of the last beat answered, 0 before the first
+	beating   atomic.Bool                   // the heartbeat loop runs
+	firstBeat atomic.Pointer[chan struct{}] // closed once the start under way is over; nil when none is
+	hb        sync.Mutex                    // starts and stops it
+	hbStop    chan struct{}                 // stops it; guarded by hb
+	retired   bool                          // RetireLeases came last, not DeclareLeases; guarded by hb
 	// life orders goroutines started after New (the heartbeat, which a
 	// reload may start) against Close: none is added to bg once closed
 	// is set.
