@@ -1,0 +1,185 @@
+package simulate
+
+import (
+	"net/http/httptest"
+	"net/netip"
+
+	"github.com/sluicehq/sluice/routes"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// ngxLine is one line of nginx's combined format from client at the given
+// $time_local, with request, status, referer and user agent as nginx
+// writes them (escapes included).
+func ngxLine(client, local, request, status, referer, agent string) string {
+	return client + ` - - [` + local + `] "` + request + `" ` + status + ` 512 "` + referer + `" "` + agent + `"`
+}
+
+// TestReplayNginxEscapes: nginx's default escaping writes '"' as \x22,
+// '\' as \x5C and bytes outside printable ASCII as \xHH in $request,
+// $http_referer and $http_user_agent; other servers write \" and \\. The
+// replay keys each request on the bytes the client sent, as the gateway
+// keys them.
+func TestReplayNginxEscapes(t *testing.T) {
+	t.Parallel()
+	const at = "09/Mar/2026:10:00:01 +0000"
+	for _, tc := range []struct {
+		name, request, agent string
+		target, wantAgent    string // as the gateway receives them
+	}{
+		{"x22 in query", `GET /v1/s?q=\x22a\x22 HTTP/1.1`, `curl/8`, `/v1/s?q="a"`, "curl/8"},
+		{"x5C in query", `GET /v1/s?q=a\x5Cb HTTP/1.1`, `curl/8`, `/v1/s?q=a\b`, "curl/8"},
+		{"backslash quote", `GET /v1/s?q=\"a\" HTTP/1.1`, `Mozilla \"x\"`, `/v1/s?q="a"`, `Mozilla "x"`},
+		{"not UTF-8, escaped", `GET /v1/caf\xE9?q=\xC3\xA9 HTTP/1.1`, `bot \xFF`, "/v1/caf\xe9?q=\xc3\xa9", "bot \xff"},
+		{"not UTF-8, raw (escape=none)", "GET /v1/caf\xe9?q=\xc3\xa9 HTTP/1.1", "bot \xff", "/v1/caf\xe9?q=\xc3\xa9", "bot \xff"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			log := ngxLine("203.0.113.7", at, tc.request, "200", "-", tc.agent) + "\n"
+			got := replayKeys(t, log, "path", "query:q", "header:User-Agent")
+			want := gatewayKey(t, "path,query:q", "GET", tc.target, "203.0.113.7") + "|" + tc.wantAgent
+			if len(got) != 1 || got[0] != want {
+				t.Errorf("keys %q, want the gateway's %q", got, want)
+			}
+		})
+	}
+	// A backslash in the path, escaped or not, is a 400 the gateway
+	// answers before any limit.
+	for _, request := range []string{`GET /v1/a\x5Cb HTTP/1.1`, `GET /v1/a\\b HTTP/1.1`} {
+		_, rep := readLog(t, ngxLine("203.0.113.7", at, request, "200", "-", "-")+"\n", ReplayOptions{Key: []string{"ip"}})
+		if rep.Refused != 1 || rep.Requests != 0 {
+			t.Errorf("%s: %d refused, %d replayed; want it refused", request, rep.Refused, rep.Requests)
+		}
+	}
+}
+
+// TestReplayNginxClientAddresses: nginx logs an IPv6 client as it came
+// and, on a dual-stack socket, an IPv4 client as IPv4-mapped IPv6; the
+// replay keys both as the gateway keys them (a /64, plain IPv4).
+func TestReplayNginxClientAddresses(t *testing.T) {
+	t.Parallel()
+	const at = "09/Mar/2026:10:00:01 +0000"
+	for _, client := range []string{"2001:db8:1:2:3:4:5:6", "::ffff:203.0.113.7", "203.0.113.7", "::1"} {
+		log := ngxLine(client, at, "GET / HTTP/1.1", "200", "-", "-") + "\n"
+		want := gatewayKey(t, "ip", "GET", "/", client)
+		if got := replayKeys(t, log, "ip"); len(got) != 1 || got[0] != want {
+			t.Errorf("client %s: keyed %q, want the gateway's %q", client, got, want)
+		}
+	}
+}
+
+// TestReplayNginxLongLines: a line past bufio.Scanner's 64 KiB (a long
+// user agent or query, a cookie-stuffed referer) is read whole, first
+// line or not, CRLF-ended or not, and the last line needs no newline.
+func TestReplayNginxLongLines(t *testing.T) {
+	t.Parallel()
+	agent := strings.Repeat("A", 200<<10)
+	long := func(client, at string) string {
+		return ngxLine(client, "09/Mar/2026:10:00:0"+at+" +0000", "GET /v1/x?pad="+strings.Repeat("p", 100<<10)+" HTTP/1.1", "200", "-", agent)
+	}
+	log := long("203.0.113.1", "1") + "\r\n" + long("203.0.113.2", "2") + "\n" + long("203.0.113.3", "3")
+	tr, rep := readLog(t, log, ReplayOptions{Key: []string{"ip"}})
+	want := []string{"203.0.113.1@1s", "203.0.113.2@2s", "203.0.113.3@3s"}
+	if got := consumersOf(tr); !slices.Equal(got, want) || len(rep.Bad) > 0 || rep.Lines != 3 {
+		t.Errorf("got requests %q, bad lines %v, %d lines; want %q, none, 3", got, rep.Bad, rep.Lines, want)
+	}
+	// Keyed on the user agent, the 200 KiB value is kept as its digest,
+	// as the gateway keeps it.
+	keys := replayKeys(t, long("203.0.113.1", "1")+"\n", "header:User-Agent")
+	if want := gatewayKeyAgent(t, agent); len(keys) != 1 || keys[0] != want {
+		t.Errorf("200 KiB user agent keyed %.80q, want the gateway's %.80q", keys, want)
+	}
+}
+
+// TestReplayNginxTimeZones: $time_local carries the server's offset,
+// which a DST change moves mid-log (+0100 to +0200 and back), and lines
+// may come out of order (nginx writes a line when a request finishes):
+// requests are replayed at their instants, in order of arrival, those of
+// one second in the order logged.
+func TestReplayNginxTimeZones(t *testing.T) {
+	t.Parallel()
+	log := strings.Join([]string{
+		// Spring forward in Europe: 01:59:59 +0100 is 00:59:59Z; one
+		// second later it is 03:00:00 +0200.
+		ngxLine("10.0.0.1", "29/Mar/2026:01:59:59 +0100", "GET / HTTP/1.1", "200", "-", "-"),
+		ngxLine("10.0.0.2", "29/Mar/2026:03:00:00 +0200", "GET / HTTP/1.1", "200", "-", "-"),
+		// Out of order: finished later, arrived first.
+		ngxLine("10.0.0.3", "29/Mar/2026:01:59:58 +0100", "GET / HTTP/1.1", "200", "-", "-"),
+		ngxLine("10.0.0.4", "29/Mar/2026:06:29:59 +0530", "GET / HTTP/1.1", "200", "-", "-"),
+		ngxLine("10.0.0.5", "28/Mar/2026:19:59:59 -0500", "GET / HTTP/1.1", "200", "-", "-"),
+	}, "\n") + "\n"
+	tr, _ := readLog(t, log, ReplayOptions{Key: []string{"ip"}})
+	var got []string
+	for _, r := range tr.Requests {
+		got = append(got, tr.Keys[r.Consumer]+"@"+tr.Origin.Add(r.At).UTC().Format("15:04:05.000"))
+	}
+	// 01:00:00Z holds two requests: spread over its second in log order.
+	want := []string{"10.0.0.3@00:59:58.000", "10.0.0.1@00:59:59.000", "10.0.0.4@00:59:59.333", "10.0.0.5@00:59:59.666", "10.0.0.2@01:00:00.000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("spring forward: got %q, want %q", got, want)
+	}
+	// Fall back: 02:59:59 +0200 is 00:59:59Z, and the 02:00:00 +0100
+	// logged after it is one second later, not an hour earlier.
+	log = ngxLine("10.0.0.1", "25/Oct/2026:02:59:59 +0200", "GET / HTTP/1.1", "200", "-", "-") + "\n" +
+		ngxLine("10.0.0.2", "25/Oct/2026:02:00:00 +0100", "GET / HTTP/1.1", "200", "-", "-") + "\n"
+	tr, _ = readLog(t, log, ReplayOptions{Key: []string{"ip"}})
+	if len(tr.Requests) != 2 || tr.Requests[1].At-tr.Requests[0].At != 1e9 || tr.Keys[tr.Requests[0].Consumer] != "10.0.0.1" {
+		t.Errorf("fall back: got %+v (keys %q), want 10.0.0.1 then 10.0.0.2 one second later", tr.Requests, tr.Keys)
+	}
+}
+
+// TestReplayDetectsFormatPastBlankAndGarbage: blank lines, whitespace and
+// garbage before the first readable line are counted, not taken for a
+// format; the first readable line decides, and lines of the other format
+// after it are bad lines named by number.
+func TestReplayDetectsFormatPastBlankAndGarbage(t *testing.T) {
+	t.Parallel()
+	ng := ngxLine("203.0.113.7", "09/Mar/2026:10:00:01 +0000", "GET / HTTP/1.1", "200", "-", "-")
+	js := `{"time":"2026-03-09T10:00:01Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/","status":200,"duration_ms":0,"client_ip":"203.0.113.7"}`
+	for _, tc := range []struct {
+		name, log, format string
+		bad               []int
+		requests          int
+	}{
+		{"nginx after blanks", "\n \t\r\n\n" + ng + "\n" + js + "\n" + ng, FormatCombined, []int{5}, 2},
+		{"sluice after garbage", "-- log rotated --\n{\"partial\n\x00\x01\xff\n" + js + "\n" + ng + "\n" + js + "\n", FormatSluice, []int{1, 2, 3, 5}, 2},
+		{"nginx after a JSON line of another program", `{"level":"info","message":"up"}` + "\n" + ng + "\n", FormatCombined, []int{1}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, rep := readLog(t, tc.log, ReplayOptions{Key: []string{"ip"}})
+			var bad []int
+			for _, b := range rep.Bad {
+				bad = append(bad, b.Line)
+			}
+			if rep.Format != tc.format || !slices.Equal(bad, tc.bad) || rep.Requests != tc.requests {
+				t.Errorf("got format %q, bad lines %v, %d requests; want %q, %v, %d", rep.Format, rep.Bad, rep.Requests, tc.format, tc.bad, tc.requests)
+			}
+		})
+	}
+}
+
+// gatewayKeyAgent is the gateway's key on header:User-Agent for a request
+// that sends agent.
+func gatewayKeyAgent(t *testing.T, agent string) string {
+	t.Helper()
+	cfg, err := routes.Parse("sluice.yaml", []byte(`
+routes:
+  - name: api
+    match: {path_prefix: /}
+    upstream: http://127.0.0.1:9000
+    limits: [{algorithm: fixed_window, limit: 1, window: 1m, key: [header:User-Agent]}]
+`), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("User-Agent", agent)
+	k, err := cfg.Table.Routes[0].Limits[0].Key.Append(nil, r, netip.MustParseAddr("203.0.113.7"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(routes.BoundKey(k, 0))
+}
