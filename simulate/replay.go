@@ -636,6 +636,8 @@ func unescapeLogged(v string) string {
 	return string(b)
 }
 
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
 func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
 
 func unhex(c byte) byte {
@@ -1058,9 +1060,12 @@ func (l *line) readCombined(text []byte) error {
 	if err != nil {
 		return fmt.Errorf("request: %v", err)
 	}
+	// nginx writes $status in three digits, 000 when none was set (the
+	// request cut off before one was) and 009 for HTTP/0.9: whatever it
+	// is, the request line decides whether the line is a request.
 	status, s, _ := cutByte(trimSpace(s), ' ')
-	if n, err := strconv.Atoi(status); err != nil || n < 100 || n > 999 {
-		return fmt.Errorf("status %q: want a number", truncate(status))
+	if len(status) != 3 || !isDigit(status[0]) || !isDigit(status[1]) || !isDigit(status[2]) {
+		return fmt.Errorf("status %q: want three digits", truncate(status))
 	}
 	_, s, _ = cutByte(trimSpace(s), ' ') // $body_bytes_sent
 	referer, s, err := quoted(s)

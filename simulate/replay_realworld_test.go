@@ -70,6 +70,34 @@ func TestReplayNginxClientAddresses(t *testing.T) {
 	}
 }
 
+// TestReplayNginxStatuses: nginx writes $status in three digits, "000"
+// when no status was set (the request was cut off before one was) and
+// "009" for an HTTP/0.9 request ("GET /x", no protocol). Both are lines
+// nginx really writes, not bad lines: a request with a request line is
+// replayed whatever its status, and one with no protocol is left out as
+// the gateway's server refuses it.
+func TestReplayNginxStatuses(t *testing.T) {
+	t.Parallel()
+	const at = "09/Mar/2026:10:00:01 +0000"
+	log := ngxLine("203.0.113.7", at, "GET /v1/a HTTP/1.1", "000", "-", "-") + "\n" +
+		ngxLine("203.0.113.7", at, "GET /v1/b", "009", "-", "-") + "\n" +
+		ngxLine("203.0.113.7", at, "GET /v1/c", "200", "-", "-") + "\n" +
+		ngxLine("203.0.113.7", at, "-", "400", "-", "-") + "\n" +
+		ngxLine("203.0.113.7", at, "GET /v1/d HTTP/1.1", "499", "-", "-") + "\n" +
+		ngxLine("203.0.113.7", at, "GET /v1/e HTTP/1.1", "2000", "-", "-") + "\n"
+	tr, rep := readLog(t, log, ReplayOptions{Key: []string{"path"}})
+	var paths []string
+	for _, r := range tr.Requests {
+		paths = append(paths, tr.Keys[r.Consumer])
+	}
+	if want := []string{"/v1/a", "/v1/d"}; !slices.Equal(paths, want) || rep.Refused != 3 {
+		t.Errorf("replayed %q, %d refused; want %q and 3 refused (no protocol twice, \"-\")", paths, rep.Refused, want)
+	}
+	if want := []BadLine{{6, `status "2000": want three digits`}}; !slices.Equal(rep.Bad, want) {
+		t.Errorf("bad lines %v, want %v", rep.Bad, want)
+	}
+}
+
 // TestReplayNginxLongLines: a line past bufio.Scanner's 64 KiB (a long
 // user agent or query, a cookie-stuffed referer) is read whole, first
 // line or not, CRLF-ended or not, and the last line needs no newline.
