@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ngxLine is one line of nginx's combined format from client at the given
@@ -210,4 +211,46 @@ routes:
 		t.Fatal(err)
 	}
 	return string(routes.BoundKey(k, 0))
+}
+
+// TestReplaySluiceLinesAsWritten: sluice's access line with every field
+// the gateway writes (see proxy/accesslog.go), in its order and escaping,
+// its time in the gateway's local offset; a line of a later version with
+// fields this one does not know, in another order; a queued request that
+// reached the upstream and one whose client left the queue; and the
+// statuses the gateway answers before any limit (400, 413, and 499 of a
+// client gone before its limits counted it), left out.
+func TestReplaySluiceLinesAsWritten(t *testing.T) {
+	t.Parallel()
+	log := strings.Join([]string{
+		// Every field, reached the upstream after a wait.
+		`{"time":"2026-03-09T11:00:01.25+01:00","level":"INFO","msg":"request","request_id":"01J\"x","route":"api","method":"POST","path":"/v1/a/b","raw_path":"/v1/a%2Fb","status":502,"duration_ms":250,"client_ip":"2001:db8::7","upstream":"10.0.0.5:8080","queue_wait_ms":200,"upstream_error":"dial tcp 10.0.0.5:8080: connect: \"refused\" \u2028","body_error":"unexpected EOF","keys":["2001:db8::/64","k\\1"]}`,
+		// A later version: unknown fields of every kind, another order.
+		`{"msg":"request","trace":{"id":"abc","sampled":true,"spans":[1,2.5e3,null]},"client_ip":"203.0.113.7","route":"api","time":"2026-03-09T10:00:02Z","duration_ms":0,"method":"GET","path":"/v1/b","status":200,"upstream":"10.0.0.5:8080","bytes_out":12,"cached":false,"tags":[]}`,
+		// Left the queue after 300ms: its client went away.
+		`{"time":"2026-03-09T10:00:03.3Z","level":"INFO","msg":"request","request_id":"c","route":"api","method":"GET","path":"/v1/c","status":499,"duration_ms":300,"client_ip":"203.0.113.8","queue_wait_ms":300}`,
+		// Answered before any limit: no upstream, no rejected_by, no wait.
+		`{"time":"2026-03-09T10:00:04Z","level":"INFO","msg":"request","request_id":"d","route":"api","method":"GET","path":"/v1/d","status":400,"duration_ms":0.1,"client_ip":"203.0.113.9"}`,
+		`{"time":"2026-03-09T10:00:04Z","level":"INFO","msg":"request","request_id":"e","route":"api","method":"POST","path":"/v1/e","status":413,"duration_ms":0.1,"client_ip":"203.0.113.9","body_error":"http: request body too large"}`,
+		`{"time":"2026-03-09T10:00:04Z","level":"INFO","msg":"request","request_id":"f","route":"api","method":"POST","path":"/v1/f","status":499,"duration_ms":3000,"client_ip":"203.0.113.9"}`,
+		// Rejected: replayed, whatever its status.
+		`{"time":"2026-03-09T10:00:05Z","level":"INFO","msg":"request","request_id":"g","route":"api","method":"GET","path":"/v1/g","status":429,"duration_ms":0.05,"client_ip":"203.0.113.9","rejected_by":"p"}`,
+	}, "\n") + "\n"
+	tr, rep := readLog(t, log, ReplayOptions{Key: []string{"ip", "path"}})
+	want := []string{gatewayKey(t, "ip,path", "POST", "/v1/a%2Fb", "2001:db8::7") + "@1s", "203.0.113.7|/v1/b@2s", "203.0.113.8|/v1/c@3s", "203.0.113.9|/v1/g@4.99995s"}
+	if got := consumersOf(tr); !slices.Equal(got, want) || len(rep.Bad) > 0 || rep.Refused != 3 {
+		t.Errorf("got requests %q, bad lines %v, %d refused; want %q, none, 3", got, rep.Bad, rep.Refused, want)
+	}
+	var gaveUp []time.Duration
+	for _, r := range tr.Requests {
+		gaveUp = append(gaveUp, r.GiveUp)
+	}
+	if want := []time.Duration{0, 0, 300 * time.Millisecond, 0}; !slices.Equal(gaveUp, want) {
+		t.Errorf("got give-ups %v, want %v: only the request that left the queue without reaching the upstream gives up", gaveUp, want)
+	}
+	// The keys the gateway logged, for a policy second on its route.
+	tr, rep = readLog(t, log, ReplayOptions{Key: []string{"ip", "header:X-Key"}, Slots: map[string]int{"api": 1}})
+	if len(tr.Requests) != 4 || tr.Keys[tr.Requests[0].Consumer] != `k\1` || rep.LoggedKeys != 1 {
+		t.Errorf("got keys %q, %d keyed as logged; want the first keyed k\\1 as the gateway logged it", tr.Keys, rep.LoggedKeys)
+	}
 }
