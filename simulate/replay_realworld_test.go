@@ -254,3 +254,47 @@ func TestReplaySluiceLinesAsWritten(t *testing.T) {
 		t.Errorf("got keys %q, %d keyed as logged; want the first keyed k\\1 as the gateway logged it", tr.Keys, rep.LoggedKeys)
 	}
 }
+
+// TestReplayNamesSourcesNoLogRecords: README: "A source the log does not
+// record counts as empty, as a missing source does in the gateway, and
+// stderr says so". Neither log has cookies, JSON bodies or most headers;
+// nginx's has User-Agent and Referer, sluice's the route; each source
+// the log lacks is named once, the key is built from the rest, and the
+// replay goes on (exit 0).
+func TestReplayNamesSourcesNoLogRecords(t *testing.T) {
+	t.Parallel()
+	ng := ngxLine("203.0.113.7", "09/Mar/2026:10:00:01 +0000", "GET /v1/x HTTP/1.1", "200", "-", "curl/8") + "\n" +
+		ngxLine("203.0.113.8", "09/Mar/2026:10:00:02 +0000", "GET /v1/x HTTP/1.1", "200", "-", "curl/8") + "\n"
+	js := `{"time":"2026-03-09T10:00:01Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":0,"client_ip":"203.0.113.7","upstream":"u"}` + "\n" +
+		`{"time":"2026-03-09T10:00:02Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/v1/x","status":200,"duration_ms":0,"client_ip":"203.0.113.8","upstream":"u"}` + "\n"
+	const key = "cookie:sid,json:user.id,header:X-API-Key,header:User-Agent,route,ip"
+	for _, tc := range []struct {
+		name, log string
+		missing   []string
+		hint      string
+	}{
+		{"nginx", ng, []string{"cookie:sid", "json:user.id", "header:X-API-Key", "route"}, ""},
+		{"sluice", js, []string{"cookie:sid", "json:user.id", "header:X-API-Key", "header:User-Agent"}, " (sluice logs keys with log.log_keys: true)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, nil, "-limit", "1", "-window", "1m", "-replay", logFile(t, tc.log), "-key", key, "-format", "json", "-show-keys")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			for _, s := range tc.missing {
+				if want := "the log does not record key source " + s + ": it counted as empty on every request" + tc.hint + "\n"; strings.Count(errOut, want) != 1 {
+					t.Errorf("stderr:\n%s\nwant it to say once %q", errOut, want)
+				}
+			}
+			if n := strings.Count(errOut, "does not record"); n != len(tc.missing) {
+				t.Errorf("stderr names %d sources, want %d:\n%s", n, len(tc.missing), errOut)
+			}
+			// The two clients stay two consumers: the sources the log
+			// has still tell them apart.
+			if !strings.Contains(out, `{"algorithm":"fixed_window","accepted":2,"rejected":0`) {
+				t.Errorf("two clients, one request each, limit 1: got\n%s", out)
+			}
+		})
+	}
+}
