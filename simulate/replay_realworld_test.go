@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"fmt"
 	"net/http/httptest"
 	"net/netip"
 
@@ -296,5 +297,47 @@ func TestReplayNamesSourcesNoLogRecords(t *testing.T) {
 				t.Errorf("two clients, one request each, limit 1: got\n%s", out)
 			}
 		})
+	}
+}
+
+// TestReplayNamesEveryBadLine: SPEC §10: "Lines that cannot be read are
+// counted and named by line number on stderr; the exit status stays 0
+// unless no line could be read." README: the first 20 with the reason,
+// all of them by number, and a line over 1 MiB is a bad line.
+func TestReplayNamesEveryBadLine(t *testing.T) {
+	t.Parallel()
+	good := func(s int) string {
+		return ngxLine("203.0.113.7", fmt.Sprintf("09/Mar/2026:10:00:%02d +0000", s), "GET / HTTP/1.1", "200", "-", "-") + "\n"
+	}
+	var b strings.Builder
+	b.WriteString(good(1))     // 1
+	for i := 2; i <= 26; i++ { // 2-26
+		fmt.Fprintf(&b, "garbage %d\n", i)
+	}
+	b.WriteString(good(2))                                                        // 27
+	b.WriteString("\n")                                                           // 28: blank, not bad
+	b.WriteString(strings.Repeat("x", maxLine+1) + "\r\n")                        // 29
+	b.WriteString(good(3))                                                        // 30
+	b.WriteString(`203.0.113.7 - - [09/Mar/2026:10:00:04 +0000] "GET / HTTP/1.1`) // 31, cut short, no newline
+	path := logFile(t, b.String())
+	code, _, errOut := run(t, nil, "-replay", path, "-limit", "1", "-window", "1m")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0: some lines were read\n%s", code, errOut)
+	}
+	if n := strings.Count(errOut, path+":"); n != 20+2 {
+		t.Errorf("stderr has %d lines naming the log, want 20 reasons and 2 summaries:\n%s", n, errOut)
+	}
+	for _, want := range []string{
+		path + ":2: remote_addr \"garbage\": not an IP address\n",
+		path + ":21: remote_addr \"garbage\": not an IP address\n",
+		path + ": 27 of 31 lines could not be read and were left out: 2-26, 29, 31\n",
+		path + ": nginx combined log, 3 requests from 1 consumer, ",
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr:\n%s\nwant it to hold %q", errOut, want)
+		}
+	}
+	if strings.Contains(errOut, path+":22:") {
+		t.Errorf("stderr gives the reason for more than 20 lines:\n%s", errOut)
 	}
 }
