@@ -273,15 +273,19 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 		return outcome{kind: badLine, reason: fmt.Sprintf("longer than %d bytes", maxLine)}, nil
 	}
 	text = bytes.TrimRight(text, "\r\n")
-	if len(bytes.TrimSpace(text)) == 0 {
+	trimmed := bytes.TrimSpace(text)
+	if len(trimmed) == 0 {
 		return outcome{kind: blankLine}, nil
 	}
+	// JSON allows whitespace before the object, as the reader does once
+	// the format is known: the first line is told apart the same way.
+	object := trimmed[0] == '{'
 	l := &lp.l
 	*l = line{}
 	var err error
 	out := outcome{format: format}
 	switch {
-	case format == FormatSluice || format == "" && text[0] == '{':
+	case format == FormatSluice || format == "" && object:
 		err = lp.sr.read(text, l)
 		out.format = FormatSluice
 	default:
@@ -290,7 +294,7 @@ func (lp *lineParser) parse(text []byte, tooLong bool, format string) (outcome, 
 	}
 	if err != nil {
 		out.kind, out.reason = badLine, err.Error()
-		if format == "" && text[0] != '{' {
+		if format == "" && !object {
 			// A line that opens a JSON object is no combined line: the
 			// reason the JSON reader gives is the one that counts.
 			out.reason = "neither a sluice JSON log line nor nginx's combined format: " + out.reason

@@ -341,3 +341,16 @@ func TestReplayNamesEveryBadLine(t *testing.T) {
 		t.Errorf("stderr gives the reason for more than 20 lines:\n%s", errOut)
 	}
 }
+
+// TestReplayDetectsIndentedJSON: a JSON line with leading whitespace is
+// read as sluice's line once the format is known (JSON allows it); as
+// the first line it must decide the format the same way, not be taken
+// for a broken combined line.
+func TestReplayDetectsIndentedJSON(t *testing.T) {
+	t.Parallel()
+	js := `{"time":"2026-03-09T10:00:01Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/","status":200,"duration_ms":0,"client_ip":"203.0.113.7"}`
+	tr, rep := readLog(t, " \t"+js+"\n"+"  "+js+"\n", ReplayOptions{Key: []string{"ip"}})
+	if rep.Format != FormatSluice || len(rep.Bad) > 0 || len(tr.Requests) != 2 {
+		t.Errorf("got format %q, bad lines %v, %d requests; want %q, none, 2", rep.Format, rep.Bad, len(tr.Requests), FormatSluice)
+	}
+}
