@@ -354,3 +354,17 @@ func TestReplayDetectsIndentedJSON(t *testing.T) {
 		t.Errorf("got format %q, bad lines %v, %d requests; want %q, none, 2", rep.Format, rep.Bad, len(tr.Requests), FormatSluice)
 	}
 }
+
+// TestReplaySluiceLineNotUTF8: the gateway writes a path that is not
+// UTF-8 with "%!" escapes, never raw: a JSON line holding raw bytes that
+// are not UTF-8 was not written by it (a shipper mangled it), and is a
+// bad line rather than a request keyed on whatever the bytes decode to.
+func TestReplaySluiceLineNotUTF8(t *testing.T) {
+	t.Parallel()
+	ok := `{"time":"2026-03-09T10:00:01Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"%!/caf%e9","status":200,"duration_ms":0,"client_ip":"203.0.113.7"}`
+	raw := `{"time":"2026-03-09T10:00:02Z","level":"INFO","msg":"request","route":"api","method":"GET","path":"/caf` + "\xe9" + `","status":200,"duration_ms":0,"client_ip":"203.0.113.7"}`
+	tr, rep := readLog(t, ok+"\n"+raw+"\n", ReplayOptions{Key: []string{"path"}})
+	if len(tr.Requests) != 1 || len(rep.Bad) != 1 || rep.Bad[0].Line != 2 {
+		t.Errorf("got %d requests, bad lines %v; want 1 and line 2 bad", len(tr.Requests), rep.Bad)
+	}
+}
