@@ -26,8 +26,8 @@ import (
 // the decisions the gateway made: the same requests reaching the
 // upstream, the same rejected, the same consumers limited. The gateway
 // runs on a virtual clock, stepped between requests, so each request is
-// decided at the instant its line records, and writes its log as `sluice
-// run` does; clients come through a trusted proxy as IPv4, IPv6 (keyed
+// decided at the instant its line records, less the time the upstream
+// took, and writes its log as `sluice run` does; clients come through a trusted proxy as IPv4, IPv6 (keyed
 // by /64) and IPv4-mapped addresses.
 func TestGatewayReplayEveryAlgorithm(t *testing.T) {
 	// Five consumers: two sending often, each from two addresses the key
@@ -39,15 +39,19 @@ func TestGatewayReplayEveryAlgorithm(t *testing.T) {
 			cfg := fmt.Sprintf(`
 trusted_proxies: [127.0.0.1, "::1"]
 policies:
-  p: {algorithm: %s, limit: 5, window: 10s, key: [ip]}
+  p: {algorithm: %s, limit: 5, window: 30s, key: [ip]}
 routes:
   - {name: api, match: {path_prefix: /api}, upstream: "%%[1]s", limits: [p]}
   - {name: other, match: {path_prefix: /other}, upstream: "%%[1]s"}
 `, alg)
 			rng := rand.New(rand.NewPCG(7, uint64(len(alg.String()))))
-			text, log := clockedGatewayLog(t, cfg, func(base string, advance func(time.Duration)) {
+			// The upstream takes up to 1s, on the gateway's clock: each
+			// line is written that much after the decision, which the
+			// replay must find again from duration_ms.
+			takes := func() time.Duration { return time.Duration(rng.IntN(1000)) * time.Millisecond }
+			text, log := clockedGatewayLog(t, cfg, takes, func(base string, advance func(time.Duration)) {
 				for range 400 {
-					advance(time.Duration(rng.IntN(400)) * time.Millisecond)
+					advance(time.Duration(rng.IntN(200)) * time.Millisecond)
 					path := "/api/x"
 					if rng.IntN(10) == 0 {
 						path = "/other/x"
@@ -76,11 +80,14 @@ routes:
 }
 
 // clockedGatewayLog is gatewayLog on a virtual clock that send steps with
-// advance, the access log written as the server writes it.
-func clockedGatewayLog(t *testing.T, cfg string, send func(base string, advance func(time.Duration))) (string, string) {
+// advance, and the upstream by what takes returns for each request; the
+// access log is written as the server writes it.
+func clockedGatewayLog(t *testing.T, cfg string, takes func() time.Duration, send func(base string, advance func(time.Duration))) (string, string) {
 	t.Helper()
+	var elapsed atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		elapsed.Add(int64(takes()))
 		io.WriteString(w, "ok\n")
 	}))
 	t.Cleanup(up.Close)
@@ -89,7 +96,6 @@ func clockedGatewayLog(t *testing.T, cfg string, send func(base string, advance 
 	if err != nil {
 		t.Fatal(err)
 	}
-	var elapsed atomic.Int64
 	clock := ratelimit.NewClock(func() time.Time { return time.Date(2026, 3, 9, 10, 0, 0, 0, time.UTC) },
 		func() time.Duration { return time.Duration(elapsed.Load()) })
 	store := ratelimit.NewMemoryStore(ratelimit.MemoryOptions{SweepInterval: -1, Clock: clock.Now})
