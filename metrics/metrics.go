@@ -104,7 +104,7 @@ func New() *Metrics {
 		}, []string{"store"}),
 		storeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sluice_store_duration_seconds",
-			Help:    "Time the limiter store took per decision, by store (memory, redis).",
+			Help:    "Time the limiter store took per operation (a memory decision, a Redis round trip), by store (memory, redis).",
 			Buckets: storeBuckets,
 		}, []string{"store"}),
 		keys: keysCollector{desc: prometheus.NewDesc(
