@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -420,9 +419,6 @@ func (m *Manager) Reload(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("reloading tls: %w", err)
 	}
-	if !sameACME(m.acme, cfg.ACME) {
-		m.logger.Warn("acme settings changed; they take effect at restart")
-	}
 	m.warnExpired(static, cfg.Certificates)
 	m.static.Store(static)
 	m.conf.Store(m.buildConfig(cfg.MinVersion))
@@ -440,13 +436,6 @@ func (m *Manager) warnExpired(s *staticSet, pairs []Pair) {
 			m.logger.Warn("certificate is not valid now: clients will refuse it", "cert_file", pairs[i].CertFile, "why", why)
 		}
 	}
-}
-
-func sameACME(a, b *ACME) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return reflect.DeepEqual(*a, *b)
 }
 
 // Stop ends certificate maintenance and any obtain in progress. It is safe

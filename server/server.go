@@ -545,8 +545,13 @@ func restartNeeded(old, cfg *routes.Config) []string {
 	}
 	if (old.TLS == nil) != (cfg.TLS == nil) {
 		out = append(out, "tls")
-	} else if old.TLS != nil && old.TLS.Listen != cfg.TLS.Listen {
-		out = append(out, "tls.listen")
+	} else if old.TLS != nil {
+		if old.TLS.Listen != cfg.TLS.Listen {
+			out = append(out, "tls.listen")
+		}
+		if !reflect.DeepEqual(old.TLS.ACME, cfg.TLS.ACME) {
+			out = append(out, "tls.acme")
+		}
 	}
 	// store.memory.max_keys is every policy's default max_keys, which
 	// the policies take as they load.
@@ -564,6 +569,11 @@ func restartNeeded(old, cfg *routes.Config) []string {
 	}
 	if old.KeepaliveTimeout != cfg.KeepaliveTimeout {
 		out = append(out, "keepalive_timeout")
+	}
+	// Each write of an answer takes the new value at once; the bound on
+	// a whole HTTP/2 connection is the listener's, set when it starts.
+	if old.SendTimeout != cfg.SendTimeout {
+		out = append(out, "send_timeout")
 	}
 	return out
 }
