@@ -11,7 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 func keyErr(t *testing.T, err error, source string) bool {
@@ -229,18 +230,30 @@ func unescapeAll(s string) string {
 	return b.String()
 }
 
-// FuzzKeyJSON: on a valid body, a json: source finds what encoding/json
-// (case-insensitive, the last duplicate winning) would, unless it refuses
-// the body for a duplicate.
+// FuzzKeyJSON: a json: source keys what encoding/json reads, unless it
+// refuses the body for a duplicate. Decoded into a struct field tagged with
+// the name, as Go upstreams bind it (any letter case, the last match
+// winning), and into a map, as decoders that match names exactly read it
+// (JSON.parse, Python's json, PHP's json_decode; the last duplicate
+// winning): an exact name also matches in any letter case, so when the map
+// holds it and the source refused nothing, it is the one member on the
+// path. encoding/json also takes bodies that are not JSON to the scanner,
+// strings with invalid UTF-8 or an escaped unpaired surrogate (read as
+// U+FFFD): those key the empty value.
 func FuzzKeyJSON(f *testing.F) {
 	for _, b := range []string{
 		`{"phone":"+15550001"}`, `{"phone":"r1","Phone":"+15550001"}`, `{"phone":1}`, `{"phone":1.0}`, `{"phone":1e0}`,
 		`{"ph\u006fne":"x"}`, `{"user":{"phone":"a"}}`, `phone=%2B15550001`, `[{"phone":"a"}]`, `{"phone":"a"} x`,
+		`{"phone":"\ud800"}`, `{"phone":"victim","pad":"\udc00\ud800"}`, "{\"phone\":\"victim\",\"pad\":\"\xff\"}",
+		"{\"phone\":\"r1\",\"phon\xc1\xa5\":\"victim\"}", `{"PHONE":"victim"}`, `{"phone":"victim","PHONE":"r1"}`,
+		"{\"phone\":\"r1\",\"phon\xc4\xb1\":\"victim\"}", `{"phone":"r1","phone\u0000":"victim"}`, `{"phone":"victim\u0000"}`,
+		`{"phone":["victim"]}`, `{"phone":"victim","x":NaN}`, `{"phone":1e400}`, `{"phone":-0}`,
 	} {
 		f.Add(b, "phone")
 	}
 	f.Add(`{"a":{"b":{"c":"x"}}}`, "a.b.c")
 	f.Add(`{"a":[{"b":1}]}`, "a.0.b")
+	f.Add(`{"-":"x"}`, "-")
 	f.Fuzz(func(t *testing.T, body, path string) {
 		src, err := parseSource("json:" + path)
 		if err != nil {
@@ -248,8 +261,21 @@ func FuzzKeyJSON(f *testing.F) {
 		}
 		k := &Key{sources: []source{src}, text: src.text}
 		got, err := k.Append(nil, httptest.NewRequest("POST", "/", nil), netip.Addr{}, NewBody([]byte(body)))
-		if keyErr(t, err, src.text) || strings.Contains(path, ".") || !json.Valid([]byte(body)) || !utf8.ValidString(body) {
+		if keyErr(t, err, src.text) || strings.Contains(path, ".") {
 			return
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(body), &m) != nil {
+			return
+		}
+		if !jsontext.Value(body).IsValid(jsontext.AllowDuplicateNames(true)) {
+			if len(got) != 0 {
+				t.Fatalf("body %q, json:%s: got %q, want the empty value for a body with invalid UTF-8 or surrogates", body, path, got)
+			}
+			return
+		}
+		if x, ok := m[path]; ok && string(got) != goKeyText(x) {
+			t.Fatalf("body %q, json:%s: got %q, want %q (as encoding/json reads it into a map)", body, path, got, goKeyText(x))
 		}
 		// One level: encoding/json decoding into a struct field tagged
 		// with the name matches it as leniently as upstreams do.
@@ -258,24 +284,31 @@ func FuzzKeyJSON(f *testing.F) {
 				return // encoding/json would ignore such a tag
 			}
 		}
+		if path == "-" {
+			return // the tag that leaves the field out
+		}
 		typ := reflect.StructOf([]reflect.StructField{{Name: "F", Type: reflect.TypeFor[any](), Tag: reflect.StructTag(`json:"` + path + `"`)}})
 		v := reflect.New(typ)
 		if json.Unmarshal([]byte(body), v.Interface()) != nil {
 			return
 		}
-		want := ""
-		switch x := v.Elem().Field(0).Interface().(type) {
-		case string:
-			want = x
-		case float64:
-			want = string(appendNumber(nil, []byte(strconv.FormatFloat(x, 'g', -1, 64))))
-		case bool:
-			want = strconv.FormatBool(x)
-		}
-		if string(got) != want {
-			t.Fatalf("body %q, json:%s: got %q, want %q (as encoding/json reads it)", body, path, got, want)
+		if want := goKeyText(v.Elem().Field(0).Interface()); string(got) != want {
+			t.Fatalf("body %q, json:%s: got %q, want %q (as encoding/json reads it into a struct)", body, path, got, want)
 		}
 	})
+}
+
+// goKeyText is the key text of a value encoding/json decoded into an any.
+func goKeyText(x any) string {
+	switch x := x.(type) {
+	case string:
+		return x
+	case float64:
+		return string(appendNumber(nil, []byte(strconv.FormatFloat(x, 'g', -1, 64))))
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	return ""
 }
 
 // FuzzParseConfig: any input is a config or a list of problems, each with
