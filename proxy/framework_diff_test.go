@@ -10,6 +10,7 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +67,11 @@ routes:
     upstream: %[1]s/aspnet
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+  - name: gostruct
+    match: {path: /v1/go/otp, methods: [POST]}
+    upstream: %[1]s/gostruct
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [json:phone]}
   - name: aspnetcookie
     match: {path_prefix: /v1/aspcookie}
     upstream: %[1]s/aspcookie
@@ -108,6 +115,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readQS(r.URL.RawQuery, "api_key")
 		case strings.HasPrefix(r.URL.Path, "/aspnet"):
 			who = readASPNetQuery(r.URL.RawQuery, "api_key")
+		case strings.HasPrefix(r.URL.Path, "/gostruct"):
+			who = readGoStruct(body)
 		case strings.HasPrefix(r.URL.Path, "/aspcookie"):
 			who = readASPNetCookies(r.Header.Values("Cookie"))["sid"]
 		}
@@ -283,6 +292,60 @@ func TestFrameworkASPNetCookies(t *testing.T) {
 			rig.attack(t, "victim", raws)
 		})
 	}
+}
+
+// A Go handler that decodes the body with json.NewDecoder into a struct
+// (Go 1.26's encoding/json, the real one): it takes the body whatever its
+// Content-Type, reads the first JSON value and ignores what follows, binds
+// "phone" in any letter case, the last match winning, and takes invalid
+// UTF-8 and unpaired surrogate escapes as U+FFFD. Each spelling either is
+// refused, or keys the victim's bucket, or keys the one empty-value
+// bucket: never a bucket of its own per request.
+func TestFrameworkGoStructJSON(t *testing.T) {
+	for _, tc := range []struct{ name, ctype, body, victim string }{
+		{"name in another letter case after", "application/json", `{"phone":"rot%d","PHONE":"victim"}`, "victim"},
+		{"name escaped in another letter case", "application/json", `{"phone":"rot%d","\u0050hone":"victim"}`, "victim"},
+		{"exact duplicate", "application/json", `{"phone":"rot%d","phone":"victim"}`, "victim"},
+		{"invalid UTF-8 elsewhere", "application/json", "{\"phone\":\"victim\",\"pad\":\"rot%d\xff\"}", "victim"},
+		{"unpaired surrogate elsewhere", "application/json", `{"phone":"victim","pad":"rot%d\ud800"}`, "victim"},
+		{"trailing data", "application/json", `{"phone":"victim"} rot%d`, "victim"},
+		{"a second document", "application/json", `{"phone":"victim"}{"phone":"rot%d"}`, "victim"},
+		{"form feed after the value", "application/json", "{\"phone\":\"victim\"}\f%d", "victim"},
+		{"not a JSON Content-Type", "text/plain", `{"phone":"victim","pad":%d}`, "victim"},
+		{"a number spelled six ways", "application/json", "%d", "15550001"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			numbers := []string{"15550001", "15550001.0", "1.5550001e7", "155500010e-1", "0.15550001E+8", "15550001.000"}
+			var raws []string
+			for i := 0; i < 6; i++ {
+				body := fmt.Sprintf(tc.body, i)
+				if tc.body == "%d" {
+					body = `{"phone":` + numbers[i] + `}`
+				}
+				raws = append(raws, postJSON("/v1/go/otp", tc.ctype, body))
+			}
+			rig.attack(t, tc.victim, raws)
+		})
+	}
+}
+
+// readGoStruct reads phone as a Go handler does that decodes the body
+// with json.NewDecoder into a struct: numbers in their shortest form.
+func readGoStruct(body []byte) string {
+	var req struct {
+		Phone any `json:"phone"`
+	}
+	if json.NewDecoder(bytes.NewReader(body)).Decode(&req) != nil {
+		return ""
+	}
+	switch v := req.Phone.(type) {
+	case string:
+		return v
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return ""
 }
 
 // readBodyParserJSON reads field of a JSON body as body-parser and DRF do:
