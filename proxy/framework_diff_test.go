@@ -72,6 +72,11 @@ routes:
     upstream: %[1]s/gostruct
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [json:phone]}
+  - name: lodash
+    match: {path: /v1/lodash/otp, methods: [POST]}
+    upstream: %[1]s/lodash
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [json:user.phone]}
   - name: aspnetcookie
     match: {path_prefix: /v1/aspcookie}
     upstream: %[1]s/aspcookie
@@ -117,6 +122,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readASPNetQuery(r.URL.RawQuery, "api_key")
 		case strings.HasPrefix(r.URL.Path, "/gostruct"):
 			who = readGoStruct(body)
+		case strings.HasPrefix(r.URL.Path, "/lodash"):
+			who = readLodashGet(body, "user.phone")
 		case strings.HasPrefix(r.URL.Path, "/aspcookie"):
 			who = readASPNetCookies(r.Header.Values("Cookie"))["sid"]
 		}
@@ -346,6 +353,42 @@ func readGoStruct(body []byte) string {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return ""
+}
+
+// lodash 4.17's _.get(req.body, "user.phone") reads the member named
+// "user.phone" when the body has one (isKey: the whole path is a key of
+// the object), and only otherwise goes down user, then phone.
+func TestFrameworkLodashGetDottedName(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		raws = append(raws, postJSON("/v1/lodash/otp", "application/json", fmt.Sprintf(`{"user":{"phone":"rot%d"},"user.phone":"+15550001"}`, i)))
+	}
+	rig.attack(t, "+15550001", raws)
+}
+
+// readLodashGet reads path of a JSON body as lodash's _.get does with a
+// string path: the whole path as one key first, then its dotted parts.
+func readLodashGet(body []byte, path string) string {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return ""
+	}
+	if m, ok := v.(map[string]any); ok {
+		if x, ok := m[path]; ok {
+			s, _ := x.(string)
+			return s
+		}
+	}
+	for _, p := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		v = m[p]
+	}
+	s, _ := v.(string)
+	return s
 }
 
 // readBodyParserJSON reads field of a JSON body as body-parser and DRF do:

@@ -145,13 +145,32 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 // encoding/json/v2, jsontext). Objects and arrays nest at most 10,000
 // deep, jsontext's bound. A duplicate is reported when the scan reaches
 // the second name before any syntax error.
-func (b *Body) appendField(dst []byte, path [][]byte) ([]byte, bool) {
+//
+// dotted, when the path has more than one name, is the path as one name:
+// a member of the top-level object so named is the field too, since
+// lodash's _.get(body, "user.phone") and Laravel's Arr::get read it when
+// the object has it, and only otherwise go down the path. Given beside the
+// field it is a duplicate; alone, its value is the field's. Only a body
+// with a '.' or an escape that may be one can hold it, so the second walk
+// that looks for it is left out for the others.
+func (b *Body) appendField(dst []byte, path, dotted [][]byte) ([]byte, bool) {
 	if b == nil || len(b.raw) == 0 || len(b.raw) > MaxKeyBody {
 		return dst, true
 	}
 	s := scanner{b: b.raw, path: path}
 	v, st := s.walk()
 	s.kinds.release()
+	if st == scanValid && dotted != nil && mayHoldDot(b.raw) {
+		d := scanner{b: b.raw, path: dotted}
+		w, dotSt := d.walk()
+		d.kinds.release()
+		switch {
+		case dotSt == scanDuplicate, w != nil && v != nil:
+			return dst, false
+		case w != nil:
+			v = w
+		}
+	}
 	switch st {
 	case scanDuplicate:
 		return dst, false
@@ -230,4 +249,10 @@ func appendNumber(dst []byte, v []byte) []byte {
 	default:
 		return strconv.AppendFloat(dst, f, 'e', -1, 64)
 	}
+}
+
+// mayHoldDot reports whether the JSON text b may hold a '.' in a member
+// name: as itself, or as an escape.
+func mayHoldDot(b []byte) bool {
+	return bytes.IndexByte(b, '.') >= 0 || bytes.IndexByte(b, '\\') >= 0
 }

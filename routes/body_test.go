@@ -50,6 +50,17 @@ func TestJSONKey(t *testing.T) {
 		{"truncated", "json:phone", `{"phone":"1"`, "", false},
 		{"invalid UTF-8", "json:phone", "{\"phone\":\"\xff\"}", "", false},
 		{"top-level array", "json:0.phone", `[{"phone":"1"}]`, "1", false},
+		// lodash's _.get(body, "user.phone") and Laravel's Arr::get read
+		// a member named "user.phone" when the object has one: another
+		// spelling of the field.
+		{"dotted name beside the field", "json:user.phone", `{"user.phone":"victim","user":{"phone":"r1"}}`, "", true},
+		{"dotted name after the field", "json:user.phone", `{"user":{"phone":"r1"},"User.PHONE":"victim"}`, "", true},
+		{"dotted name escaped", "json:user.phone", `{"user\u002ephone":"victim","user":{"phone":"r1"}}`, "", true},
+		{"dotted name twice", "json:user.phone", `{"user.phone":"victim","user.phone":"r1"}`, "", true},
+		{"dotted name alone", "json:user.phone", `{"user.phone":"victim"}`, "victim", false},
+		{"dotted name with an index", "json:items.0.id", `{"items.0.id":"victim","items":[{"id":"r1"}]}`, "", true},
+		{"dotted name below the top is no spelling", "json:a.b.c", `{"a":{"b.c":"victim","b":{"c":"r1"}}}`, "r1", false},
+		{"a dot in a value is no spelling", "json:user.phone", `{"user":{"phone":"r1","mail":"a.b@example.com"},"n":1.5}`, "r1", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -113,6 +124,7 @@ func TestJSONKeyAllocs(t *testing.T) {
 		{"1 KiB", "json:phone", string(kibBody()), "+15550001"},
 		{"escaped names", "json:user.phone", `{"\u0075ser":{"x":"\u00e9","ph\u006fne":"+1\u0035"}}`, "+15"},
 		{"deep", "json:phone", `{"a":` + deep + `,"phone":"1"}`, "1"},
+		{"a dotted path on a body with a dot", "json:user.phone", `{"user":{"phone":"1.5"},"user.x":1}`, "1.5"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := []byte(tc.body)

@@ -35,7 +35,11 @@ type source struct {
 	kind sourceKind
 	name string
 	path [][]byte
-	text string
+	// dotted is, for a json: path of more than one name, the path as one
+	// name ("user.phone"), which some upstreams read as well (see
+	// appendField).
+	dotted [][]byte
+	text   string
 }
 
 // DuplicateError reports a key source that a request gives more than once:
@@ -145,7 +149,11 @@ func parseSourceKind(s string) (source, error) {
 			}
 			path = append(path, []byte(p))
 		}
-		return source{kind: srcJSON, path: path}, nil
+		src := source{kind: srcJSON, path: path}
+		if len(path) > 1 {
+			src.dotted = [][]byte{[]byte(name)}
+		}
+		return src, nil
 	}
 	return source{}, unknownSource(s)
 }
@@ -289,7 +297,7 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 				ok = false
 				break
 			}
-			dst, ok = body.appendField(dst, s.path)
+			dst, ok = body.appendField(dst, s.path, s.dotted)
 		case srcRoute:
 			dst = append(dst, k.route...)
 		case srcMethod:
