@@ -45,12 +45,16 @@ routes:
     max_body: 16
 `
 
-// edgeGateway serves maxBodyEdgesConfig over plain HTTP/1.1 and over TLS
-// with HTTP/2, one gateway behind both, with its access lines and metrics
-// at hand.
-func edgeGateway(t *testing.T, upstream string) (plain, tlsAddr string, access *lockedBuffer, m *metrics.Metrics) {
+// edgeGateway serves yaml (maxBodyEdgesConfig when empty; %[1]s is the
+// upstream) over plain HTTP/1.1 and over TLS with HTTP/2, one gateway
+// behind both, with its access lines and metrics at hand.
+func edgeGateway(t *testing.T, upstream string, yaml ...string) (plain, tlsAddr string, access *lockedBuffer, m *metrics.Metrics) {
 	t.Helper()
-	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(maxBodyEdgesConfig, upstream)), func(string) (string, bool) { return "", false })
+	y := maxBodyEdgesConfig
+	if len(yaml) > 0 {
+		y = yaml[0]
+	}
+	cfg, err := routes.Parse("test.yaml", []byte(fmt.Sprintf(y, upstream)), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
