@@ -290,3 +290,70 @@ func TestHealthUnderSlowClients(t *testing.T) {
 		t.Errorf("/healthz, /readyz and a real request took %v (median) with slow connections open, want under 500ms", med)
 	}
 }
+
+// TestHeaderDeadlineAnswer: README (Slow and idle clients) says what a
+// client whose headers did not come within client_header_timeout gets as
+// its connection is closed. net/http takes the part of a line that the
+// deadline cut for a whole line: when that part is malformed on its own
+// (a request line, or a field name, cut short) the client gets
+// net/http's plain-text 400; when it reads as a line (a field cut in its
+// value), or the deadline finds the client between two lines or before
+// any byte, the connection is closed without an answer. Whether the bytes
+// were still trickling in at the deadline does not matter. Either way the
+// connection ends at the bound.
+func TestHeaderDeadlineAnswer(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "upstream") }))
+	t.Cleanup(up.Close)
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nclient_header_timeout: 1s\nroutes:\n  - name: r\n    upstream: %s\n", up.URL))
+	addr := r.Addr("http").String()
+	const fields = "GET / HTTP/1.1\r\nHost: x\r\n"
+	for _, tc := range []struct {
+		name, sent string
+		trickle    string // sent after sent, a byte each 50ms
+		want       string // the status line's start, "" for no answer
+	}{
+		{"nothing", "", "", ""},
+		{"part of the request line", "GE", "", "HTTP/1.1 400 "},
+		{"the request line", "GET / HTTP/1.1\r\n", "", ""},
+		{"part of a field name", fields + "X-Pa", "", "HTTP/1.1 400 "},
+		{"part of a field value", fields + "X-Pad: aa", "", ""},
+		{"whole fields, no blank line", fields, "", ""},
+		{"request target trickled past the bound", "GET /", strings.Repeat("a", 100), "HTTP/1.1 400 "},
+		{"field value trickled past the bound", fields + "X-Pad: ", strings.Repeat("a", 100), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			opened := time.Now()
+			stop := make(chan struct{})
+			defer close(stop)
+			go func() {
+				io.WriteString(c, tc.sent)
+				for i := range len(tc.trickle) {
+					if _, err := c.Write([]byte{tc.trickle[i]}); err != nil {
+						return
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(50 * time.Millisecond):
+					}
+				}
+			}()
+			c.SetReadDeadline(opened.Add(5 * time.Second))
+			got, err := io.ReadAll(c)
+			d := time.Since(opened)
+			if err != nil || d < 800*time.Millisecond || d > 3*time.Second {
+				t.Errorf("connection ended after %v with %v; want it closed at client_header_timeout (1s)", d.Round(10*time.Millisecond), err)
+			}
+			if tc.want == "" && len(got) != 0 || tc.want != "" && !strings.HasPrefix(string(got), tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
