@@ -357,3 +357,62 @@ func TestHeaderDeadlineAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestNextRequestHeaderBound: on a keep-alive connection, net/http waits
+// for the next request's first four bytes under keepalive_timeout and
+// starts client_header_timeout from the fourth, as README (Slow and idle
+// clients) says. So a next request's headers are bounded by the two
+// together: three bytes sent at once keep the connection until
+// keepalive_timeout (2s here), not client_header_timeout (1s); a request
+// whose fourth byte comes 1.5s after its first is still read whole when
+// the rest follows within client_header_timeout of it; four bytes and
+// silence end the connection at client_header_timeout.
+func TestNextRequestHeaderBound(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "upstream") }))
+	t.Cleanup(up.Close)
+	r := serve(t, fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"\"\nclient_header_timeout: 1s\nkeepalive_timeout: 2s\nroutes:\n  - name: r\n    upstream: %s\n", up.URL))
+	addr := r.Addr("http").String()
+	for _, tc := range []struct {
+		name     string
+		first    string        // sent at once after the first answer
+		rest     string        // sent after pause, "" for none
+		pause    time.Duration // before rest
+		want     string        // the second answer's status line start, "" for none
+		min, max time.Duration // when the connection ends (or the answer comes), from the first answer
+	}{
+		{"three bytes, then silent", "GET", "", 0, "", 1800 * time.Millisecond, 3 * time.Second},
+		{"four bytes, then silent", "GET ", "", 0, "HTTP/1.1 400 ", 800 * time.Millisecond, 1500 * time.Millisecond},
+		{"three bytes, the rest 1.5s later", "GET", " / HTTP/1.1\r\nHost: x\r\n\r\n", 1500 * time.Millisecond, "HTTP/1.1 200 ", 1400 * time.Millisecond, 2500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			answered := time.Now()
+			io.WriteString(c, tc.first)
+			if tc.rest != "" {
+				time.AfterFunc(tc.pause, func() { io.WriteString(c, tc.rest) })
+			}
+			line, _ := br.ReadString('\n')
+			d := time.Since(answered)
+			if tc.want == "" && line != "" || !strings.HasPrefix(line, tc.want) {
+				t.Errorf("got %q, want %q", line, tc.want)
+			}
+			if d < tc.min || d > tc.max {
+				t.Errorf("ended or answered after %v, want between %v and %v", d.Round(10*time.Millisecond), tc.min, tc.max)
+			}
+		})
+	}
+}
