@@ -125,6 +125,7 @@ routes:
 	if status[3] != "200" {
 		t.Errorf("the other stream: got %q, want 200 before the drip's 408", status[3])
 	}
+	statuses := waitStatuses(access, 2)
 	got := counterBy(t, m, "sluice_ratelimit_decisions_total", "result")
 	if fmt.Sprint(got) != "map[allowed:1]" {
 		t.Errorf("decisions: got %v, want the other stream's allowed only", got)
@@ -132,7 +133,7 @@ routes:
 	if up.seen() != 1 {
 		t.Errorf("the upstream saw %d requests, want the other stream's only", up.seen())
 	}
-	if got := accessStatuses(access.lines()); fmt.Sprint(got) != "[200 408]" {
+	if got := statuses; fmt.Sprint(got) != "[200 408]" {
 		t.Errorf("access lines' statuses: got %v, want [200 408]", got)
 	}
 }

@@ -75,6 +75,20 @@ func edgeGateway(t *testing.T, upstream string, yaml ...string) (plain, tlsAddr 
 	return srv.Listener.Addr().String(), tsrv.Listener.Addr().String(), access, m
 }
 
+// waitStatuses returns the statuses of the access lines once there are n
+// of them, or what there is after 2s: a request's line, and its counts,
+// follow its answer.
+func waitStatuses(access *lockedBuffer, n int) []int {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got := accessStatuses(access.lines())
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // longest returns the most bytes the upstream read of any one body, cut
 // or whole.
 func (u *bodyUpstream) longest() int {
@@ -179,7 +193,7 @@ func TestMaxBodyEdgesHTTP1(t *testing.T) {
 		t.Errorf("the upstream read %d bytes of one body, over max_body 16", n)
 	}
 	var logged413 int
-	for _, s := range accessStatuses(access.lines()) {
+	for _, s := range waitStatuses(access, 8) {
 		if s == 413 {
 			logged413++
 		}
@@ -252,10 +266,11 @@ func TestMaxBodyQueued(t *testing.T) {
 	if resp.StatusCode != 413 || resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("RateLimit-Policy") == "" {
 		t.Errorf("streamed over, queued: got %d %q RateLimit-Policy %q %s, want 413 problem+json with the limit fields", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("RateLimit-Policy"), b)
 	}
+	statuses := waitStatuses(access, 3)
 	if got := counterBy(t, m, "sluice_ratelimit_decisions_total", "result"); got["queued"] != 1 {
 		t.Errorf("decisions: got %v, want the streamed one queued once", got)
 	}
-	if got := accessStatuses(access.lines()); fmt.Sprint(got) != "[200 413 413]" {
+	if got := statuses; fmt.Sprint(got) != "[200 413 413]" {
 		t.Errorf("access lines' statuses: got %v, want [200 413 413]", got)
 	}
 	if n := up.longest(); n > 16 {
