@@ -346,15 +346,19 @@ func classify(err error, byWhole bool, idle time.Duration, streamGone bool) *bod
 	return &bodyFailure{status: http.StatusBadRequest, detail: "malformed request body: " + err.Error(), err: err}
 }
 
-// refuseBody answers a request whose body the client got wrong. The
-// connection is closed after: what is left of the body cannot be trusted to
-// frame the next request.
+// refuseBody answers a request whose body the client got wrong. An HTTP/1
+// connection is closed after: what is left of the body cannot be trusted
+// to frame the next request. An HTTP/2 stream is framed apart from the
+// others, and ends on its own; Go's server would take Connection: close
+// for a GOAWAY of the whole connection, every other stream's too.
 func refuseBody(w http.ResponseWriter, ex *exchange, f *bodyFailure) {
 	if f.gone {
 		ex.clientGone = true
 		return
 	}
 	ex.bodyErr = f.err
-	w.Header().Set("Connection", "close")
+	if ex.body == nil || ex.body.req.ProtoMajor < 2 {
+		w.Header().Set("Connection", "close")
+	}
 	problem.Error(w, f.status, f.detail)
 }
