@@ -382,7 +382,7 @@ func TestNextRequestHeaderBound(t *testing.T) {
 		min, max time.Duration // when the connection ends (or the answer comes), from the first answer
 	}{
 		{"three bytes, then silent", "GET", "", 0, "", 1800 * time.Millisecond, 3 * time.Second},
-		{"four bytes, then silent", "GET ", "", 0, "HTTP/1.1 400 ", 800 * time.Millisecond, 1500 * time.Millisecond},
+		{"four bytes, then silent", "GET ", "", 0, "HTTP/1.1 400 ", 800 * time.Millisecond, 1900 * time.Millisecond},
 		{"three bytes, the rest 1.5s later", "GET", " / HTTP/1.1\r\nHost: x\r\n\r\n", 1500 * time.Millisecond, "HTTP/1.1 200 ", 1400 * time.Millisecond, 2500 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
