@@ -49,6 +49,11 @@ type Server struct {
 	servers []*http.Server         // the plain and TLS listeners
 	admin   *http.Server           // nil without an admin listener
 	addrs   map[string]net.Addr    // listener name -> bound address
+	// started is the configuration the server was built with, whose
+	// listeners, store and certificate management run until a restart:
+	// a reload's restart warnings compare with it, not with the last
+	// file loaded, so a change stays named until it is in effect.
+	started *routes.Config
 	// denyOnStoreError is the on_error of the store built at start; a
 	// reload does not rebuild the store, so it does not change this.
 	denyOnStoreError bool
@@ -101,6 +106,7 @@ func NewFromConfig(ctx context.Context, path string, cfg *routes.Config, log *sl
 	s.memory.Retain(policyNames(cfg))
 	s.gateway.Load(cfg, s.store)
 	s.cfg.Store(cfg)
+	s.started = cfg
 	if cfg.TLS != nil {
 		// Here rather than in Serve, which a reload may already race.
 		s.redirectHTTP.Store(cfg.TLS.RedirectHTTP)
@@ -489,7 +495,6 @@ func (s *Server) Reload() error {
 		s.log.Error("reloading configuration; keeping the running one", "file", s.path, "err", err)
 		return err
 	}
-	old := s.cfg.Load()
 	if s.certs != nil && cfg.TLS != nil {
 		if err := s.certs.Reload(certsConfig(cfg)); err != nil {
 			s.metrics.Reload(false)
@@ -497,7 +502,7 @@ func (s *Server) Reload() error {
 			return err
 		}
 	}
-	for _, w := range restartNeeded(old, cfg) {
+	for _, w := range restartNeeded(s.started, cfg) {
 		s.log.Warn("configuration change needs a restart to take effect", "field", w)
 	}
 	// The store learns the new names first: a table the new
@@ -535,6 +540,8 @@ func policyNames(cfg *routes.Config) []string {
 	return names
 }
 
+// restartNeeded names the fields in which cfg differs from old, the
+// configuration that runs, that take effect only at a restart.
 func restartNeeded(old, cfg *routes.Config) []string {
 	var out []string
 	if old.Listen != cfg.Listen {
