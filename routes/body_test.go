@@ -125,6 +125,10 @@ func TestJSONKeyAllocs(t *testing.T) {
 		{"escaped names", "json:user.phone", `{"\u0075ser":{"x":"\u00e9","ph\u006fne":"+1\u0035"}}`, "+15"},
 		{"deep", "json:phone", `{"a":` + deep + `,"phone":"1"}`, "1"},
 		{"a dotted path on a body with a dot", "json:user.phone", `{"user":{"phone":"1.5"},"user.x":1}`, "1.5"},
+		// A whole dotted path is a long name to compare every top-level
+		// member with, escaped names of any length among them.
+		{"a long dotted path and long escaped names", "json:customer.billing_address.phone_number",
+			`{"\u0061` + strings.Repeat("b", 130) + `":1,"customer":{"billing_address":{"phone_number":"1"}},"x":1.5}`, "1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			raw := []byte(tc.body)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"sync"
+	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -280,18 +281,74 @@ nameRead:
 
 // matchName reports whether the member name (between its quotes, with
 // escapes when esc) equals want in any letter case, Unicode simple folding
-// included (as encoding/json matches "K", the Kelvin sign, to "k").
+// included (as encoding/json matches "K", the Kelvin sign, to "k"). An
+// escaped name is compared a rune at a time as it is decoded, rune for
+// rune as bytes.EqualFold pairs them: unescaped into a buffer, a name
+// longer than the buffer, compared with a long want (a whole dotted
+// path), cost an allocation.
 func matchName(name []byte, esc bool, want []byte) bool {
 	if !esc {
 		return bytes.EqualFold(name, want)
 	}
-	// bytes.EqualFold pairs runes one for one, and a rune is at most 4
-	// bytes, so a name that unescapes to more than 4 bytes per byte of
-	// want cannot match: the buffer on the stack is enough for a want of
-	// up to 31 bytes.
-	var buf [128]byte
-	u, ok := appendUnquoted(buf[:0], name, 4*len(want))
-	return ok && bytes.EqualFold(u, want)
+	for len(name) > 0 && len(want) > 0 {
+		var r rune
+		r, name = nextNameRune(name)
+		w, n := utf8.DecodeRune(want)
+		want = want[n:]
+		if !equalFoldRune(r, w) {
+			return false
+		}
+	}
+	return len(name) == 0 && len(want) == 0
+}
+
+// nextNameRune decodes the first rune of a validated string's contents s,
+// an escape or UTF-8, and returns it with the rest of s.
+func nextNameRune(s []byte) (rune, []byte) {
+	if s[0] != '\\' {
+		r, n := utf8.DecodeRune(s)
+		return r, s[n:]
+	}
+	switch c := s[1]; c {
+	case 'b':
+		return '\b', s[2:]
+	case 'f':
+		return '\f', s[2:]
+	case 'n':
+		return '\n', s[2:]
+	case 'r':
+		return '\r', s[2:]
+	case 't':
+		return '\t', s[2:]
+	case 'u':
+		r, _ := hex4(s, 2)
+		if !utf16.IsSurrogate(r) {
+			return r, s[6:]
+		}
+		r2, _ := hex4(s, 8)
+		return utf16.DecodeRune(r, r2), s[12:]
+	default: // '"', '\\', '/'
+		return rune(c), s[2:]
+	}
+}
+
+// equalFoldRune reports whether runes a and b are equal under Unicode
+// simple case folding, as bytes.EqualFold compares each pair.
+func equalFoldRune(a, b rune) bool {
+	if a == b {
+		return true
+	}
+	if b < a {
+		a, b = b, a
+	}
+	if b < utf8.RuneSelf {
+		return 'A' <= a && a <= 'Z' && b == a+'a'-'A'
+	}
+	r := unicode.SimpleFold(a)
+	for r != a && r < b {
+		r = unicode.SimpleFold(r)
+	}
+	return r == b
 }
 
 // equalFoldASCII reports whether the ASCII name and want, of the same
