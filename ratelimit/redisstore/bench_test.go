@@ -75,9 +75,7 @@ func TestThroughputAgainstRedisBenchmark(t *testing.T) {
 		if c == 1 {
 			n = perRun / 4
 		}
-		cmd := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port()), "-c", strconv.Itoa(c), "-n", strconv.Itoa(n), "-q",
-			"EVALSHA", sha, "1"}, keys...)
-		cmd = append(cmd, args...)
+		cmd := benchmarkCommand(strconv.Itoa(srv.Port()), strconv.Itoa(c), strconv.Itoa(n), sha, keys, args)
 		if c == 64 {
 			t.Logf("reference: redis-benchmark %q", cmd)
 		}
@@ -154,4 +152,13 @@ func BenchmarkDecideLease(b *testing.B) {
 			})
 		})
 	}
+}
+
+// benchmarkCommand is redis-benchmark's command line for the decision
+// script sha with keys and args, on the server at port, for c callers and n
+// requests.
+func benchmarkCommand(port, c, n, sha string, keys, args []string) []string {
+	cmd := []string{"-h", "127.0.0.1", "-p", port, "-c", c, "-n", n, "-q", "EVALSHA", sha, strconv.Itoa(len(keys))}
+	cmd = append(cmd, keys...)
+	return append(cmd, args...)
 }
