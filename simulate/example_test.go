@@ -65,9 +65,9 @@ func exampleLog() []byte {
 
 	start := time.Date(2026, time.March, 9, 14, 0, 0, 0, time.UTC)
 	var b bytes.Buffer
-	fmt.Fprintf(&b, `{"time":%q,"level":"INFO","msg":"listening","addr":":8080"}`+"\n", start.Add(-2*time.Second).Format(time.RFC3339Nano))
+	fmt.Fprintf(&b, `{"time":%q,"level":"INFO","msg":"sluice started","http":":8080","https":"","admin":"127.0.0.1:9091","routes":1,"store":"memory"}`+"\n", start.Add(-2*time.Second).Format(time.RFC3339Nano))
 	for _, h := range hits {
-		route, status, upstream := "api", 200, `,"upstream":"http://10.0.0.5:8080"`
+		route, status, upstream := "api", 200, `,"upstream":"10.0.0.5:8080"`
 		if strings.HasPrefix(h.path, "/wp") {
 			route, status, upstream = "", 404, ""
 		}
