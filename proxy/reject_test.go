@@ -1,8 +1,11 @@
 package proxy
 
 import (
+	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -71,5 +74,22 @@ func TestRejectedBodyMatchesProblem(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestREADMERejectionBody keeps README's example 429 body the one the
+// gateway writes for its policy: otp-per-phone, 5 per 10m on route otp,
+// rejecting for 42 s.
+func TestREADMERejectionBody(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &ratelimit.Policy{Name: "otp-per-phone", Limit: 5, Window: 10 * time.Minute}
+	rb := newRejectedBody("otp", p)
+	body := rb.append(nil, false, "42")
+	if want := append([]byte("```json\n"), body...); !bytes.Contains(readme, want) {
+		t.Errorf("README.md does not show the 429 body the gateway writes:\n%s", body)
 	}
 }
