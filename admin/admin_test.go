@@ -22,6 +22,7 @@ type fakeSource struct {
 	token     string
 	store     ratelimit.Store
 	ready     Readiness
+	now       time.Time // the time handlers read; zero: the wall clock's
 }
 
 func (f *fakeSource) Override(name, key string) *ratelimit.Policy {
@@ -48,7 +49,12 @@ func (f *fakeSource) Policy(name string) *ratelimit.Policy {
 }
 func (f *fakeSource) Store() ratelimit.Store { return f.store }
 func (f *fakeSource) Ready() Readiness       { return f.ready }
-func (f *fakeSource) Now() time.Time         { return time.Now() }
+func (f *fakeSource) Now() time.Time {
+	if !f.now.IsZero() {
+		return f.now
+	}
+	return time.Now()
+}
 
 // failingStore is a store that cannot be reached.
 type failingStore struct{ ratelimit.Store }
