@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -39,5 +40,30 @@ func TestREADMEFlags(t *testing.T) {
 		if code := run([]string{cmd, "-no-such-flag"}, &out, &errOut); code != want {
 			t.Errorf("sluice %s -no-such-flag: exit %d, README says %d", cmd, code, want)
 		}
+	}
+}
+
+// TestREADMEValidateOK keeps README's word on what validate prints for a
+// valid file.
+func TestREADMEValidateOK(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	example, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, example, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"validate", "-config", path}, &out, &errOut); code != 0 {
+		t.Fatalf("validate: exit %d, stderr %q", code, errOut.String())
+	}
+	shown := strings.TrimSuffix(strings.Replace(out.String(), path, "sluice.yaml", 1), "\n")
+	if errOut.Len() != 0 || !bytes.Contains(readme, []byte("A valid file prints `"+shown+"` on stdout and exits 0.")) {
+		t.Errorf("validate printed %q on stdout and %q on stderr; README says another thing", out.String(), errOut.String())
 	}
 }
