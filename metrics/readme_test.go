@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -10,37 +8,9 @@ import (
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-)
 
-// readmeSection returns the lines of README.md from the heading that is
-// exactly heading up to the next heading of the same or a higher level.
-func readmeSection(t *testing.T, heading string) []string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	level := strings.Index(heading, " ")
-	var out []string
-	in := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if in && strings.HasPrefix(line, "#") {
-			if l := strings.Index(line, " "); l > 0 && l <= level && strings.Trim(line[:l], "#") == "" {
-				break
-			}
-		}
-		if line == heading {
-			in = true
-		}
-		if in {
-			out = append(out, line)
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("README.md has no %q", heading)
-	}
-	return out
-}
+	"github.com/sluicehq/sluice/internal/readmetext"
+)
 
 // TestREADMEMetricTable keeps README's metric table (Observability ›
 // Metrics) saying what New registers: every sluice_ metric, its type and
@@ -59,7 +29,7 @@ func TestREADMEMetricTable(t *testing.T) {
 		labels []string
 	}
 	documented := map[string]doc{}
-	for _, line := range readmeSection(t, "### Metrics") {
+	for _, line := range readmetext.Section(t, "### Metrics") {
 		m := row.FindStringSubmatch(line)
 		if m == nil {
 			continue
@@ -108,7 +78,7 @@ func TestREADMEMetricTable(t *testing.T) {
 // buckets saying where each starts and ends.
 func TestREADMEHistogramBuckets(t *testing.T) {
 	t.Parallel()
-	text := strings.Join(readmeSection(t, "### Metrics"), " ")
+	text := strings.Join(readmetext.Section(t, "### Metrics"), " ")
 	text = strings.Join(strings.Fields(text), " ")
 	for _, h := range []struct {
 		name    string
@@ -131,7 +101,7 @@ func TestREADMEHistogramBuckets(t *testing.T) {
 func TestREADMELabelValues(t *testing.T) {
 	t.Parallel()
 	rows := map[string]string{}
-	for _, line := range readmeSection(t, "### Metrics") {
+	for _, line := range readmetext.Section(t, "### Metrics") {
 		if name, rest, ok := strings.Cut(strings.TrimPrefix(line, "| `"), "` |"); ok && strings.HasPrefix(line, "| `sluice_") {
 			rows[name] = rest
 		}

@@ -9,48 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/readmetext"
 	"github.com/sluicehq/sluice/internal/tlsversion"
 	"github.com/sluicehq/sluice/ratelimit"
 )
-
-// readmeTables returns the rows of the tables in README.md's section
-// whose heading is exactly heading (up to the next heading of the same
-// or a higher level), each row as its trimmed cells.
-func readmeTables(t *testing.T, heading string) [][]string {
-	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	level := strings.Index(heading, " ")
-	var rows [][]string
-	in := false
-	for _, line := range strings.Split(string(data), "\n") {
-		if in && strings.HasPrefix(line, "#") {
-			if l := strings.Index(line, " "); l > 0 && l <= level && strings.Trim(line[:l], "#") == "" {
-				break
-			}
-		}
-		if line == heading {
-			in = true
-			continue
-		}
-		if !in || !strings.HasPrefix(line, "|") || strings.HasPrefix(line, "|---") {
-			continue
-		}
-		// An escaped \| is part of a cell.
-		line = strings.ReplaceAll(line, `\|`, "\x00")
-		cells := strings.Split(strings.Trim(line, "|"), "|")
-		for i, c := range cells {
-			cells[i] = strings.TrimSpace(strings.ReplaceAll(c, "\x00", "|"))
-		}
-		rows = append(rows, cells)
-	}
-	if !in {
-		t.Fatalf("README.md has no %q", heading)
-	}
-	return rows
-}
 
 // readmeDefault is what a default cell of README says: its first
 // `code` span, without quotes, brackets and spaces.
@@ -157,7 +119,7 @@ routes:
 	}
 	for _, s := range sections {
 		seen := map[string]bool{}
-		for _, row := range readmeTables(t, s.heading) {
+		for _, row := range readmetext.Tables(t, s.heading) {
 			if len(row) < 4 {
 				continue
 			}
@@ -192,7 +154,7 @@ func TestREADMESlowClientBounds(t *testing.T) {
 		"websocket_idle_timeout": c.WebSocketIdleTimeout,
 	}
 	seen := map[string]bool{}
-	for _, row := range readmeTables(t, "### Slow and idle clients") {
+	for _, row := range readmetext.Tables(t, "### Slow and idle clients") {
 		if len(row) != 3 || !strings.HasPrefix(row[2], "`") {
 			continue
 		}
