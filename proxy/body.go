@@ -126,7 +126,7 @@ func admitBody(w http.ResponseWriter, r *http.Request, rt *route, ex *exchange) 
 	}
 	b.tooLarge = tooLargeDetail(rt, max)
 	if r.ContentLength > max || b.n > max {
-		refuseBody(w, ex, &bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
+		refuseBody(w, r, ex, &bodyFailure{status: http.StatusRequestEntityTooLarge, detail: b.tooLarge, err: errBodyTooLarge})
 		return false
 	}
 	// Read counts against it, and settle tells the server to close the
@@ -351,13 +351,13 @@ func classify(err error, byWhole bool, idle time.Duration, streamGone bool) *bod
 // to frame the next request. An HTTP/2 stream is framed apart from the
 // others, and ends on its own; Go's server would take Connection: close
 // for a GOAWAY of the whole connection, every other stream's too.
-func refuseBody(w http.ResponseWriter, ex *exchange, f *bodyFailure) {
+func refuseBody(w http.ResponseWriter, r *http.Request, ex *exchange, f *bodyFailure) {
 	if f.gone {
 		ex.clientGone = true
 		return
 	}
 	ex.bodyErr = f.err
-	if ex.body == nil || ex.body.req.ProtoMajor < 2 {
+	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
 	}
 	problem.Error(w, f.status, f.detail)

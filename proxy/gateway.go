@@ -390,7 +390,7 @@ func (g *Gateway) upstreamError(rt *route) func(http.ResponseWriter, *http.Reque
 		if f := ex.body.failure(); f != nil {
 			// The client broke off or mangled its own body: its fault,
 			// not the upstream's.
-			refuseBody(w, ex, f)
+			refuseBody(w, r, ex, f)
 			return
 		}
 		if ex.Err() != nil {

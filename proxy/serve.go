@@ -230,7 +230,7 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 				}
 			}
 			if f := ex.body.failure(); f != nil {
-				refuseBody(w, ex, f)
+				refuseBody(w, r, ex, f)
 				return s, rt, false
 			}
 			if why := body.EncodingProblem(); why != "" {
