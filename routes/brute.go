@@ -269,11 +269,14 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 	o := &Overrides{byKey: map[string]int{}, by4: map[uint64]int{}, by6: map[prefix6]int{}, ipAt: -1}
 	piped := 0             // sources whose values may hold '|'
 	var ipAt, hostAt []int // where the key holds the client address, the host
+	srcs := make([]source, len(sources))
 	for i, t := range sources {
 		src, err := parseSource(t)
 		if err != nil || src.holdsPipe() {
 			piped++
+			src = source{kind: srcHeader} // a value that may hold '|'
 		}
+		srcs[i] = src
 		if err == nil && src.kind == srcIP {
 			ipAt = append(ipAt, i)
 		}
@@ -321,23 +324,35 @@ func (d *decoder) overrides(n *yaml.Node, path string, base ratelimit.Policy, so
 				// source, only values without '|' join to it; with a
 				// single source that may hold '|' the split is known.
 				d.errorf(k.n, index(field(p, "keys"), j), "want %d values joined by \"|\", one per key source (%s), got %d: with more than one source that may hold \"|\", other values would match it", len(sources), strings.Join(sources, "|"), len(parts))
-			case len(parts) == len(sources):
+			case len(parts) > len(sources) && piped == 0:
+				d.errorf(k.n, index(field(p, "keys"), j), "want %d values joined by \"|\", one per key source (%s), got %d: no request would match it", len(sources), strings.Join(sources, "|"), len(parts))
+			default:
+				// With one source that may hold '|', the values before
+				// and after it still have a known place (valueAt).
 				for _, at := range ipAt {
-					if want, ok := clientKey(parts[at]); !ok {
-						d.errorf(k.n, index(field(p, "keys"), j), "%q is no client address, as the key holds one there (%s): no request would match it; list ranges under clients:", parts[at], sources[at])
-					} else if want != parts[at] {
+					v := valueAt(srcs, at, len(parts))
+					if v < 0 {
+						continue
+					}
+					if want, ok := clientKey(parts[v]); !ok {
+						d.errorf(k.n, index(field(p, "keys"), j), "%q is no client address, as the key holds one there (%s): no request would match it; list ranges under clients:", parts[v], sources[at])
+					} else if want != parts[v] {
 						as := "an IPv6 client as its /64"
 						if !strings.Contains(want, "/") {
 							as = "an IPv4-mapped address as IPv4"
 						}
-						d.errorf(k.n, index(field(p, "keys"), j), "the key holds the client %q as %q (%s): write that, or list the address under clients:", parts[at], want, as)
+						d.errorf(k.n, index(field(p, "keys"), j), "the key holds the client %q as %q (%s): write that, or list the address under clients:", parts[v], want, as)
 					}
 				}
 				for _, at := range hostAt {
-					if want, ok := hostKey(parts[at]); !ok {
-						d.errorf(k.n, index(field(p, "keys"), j), "%q is no host, as the key holds one there (%s): no request would match it", parts[at], sources[at])
-					} else if want != parts[at] {
-						d.errorf(k.n, index(field(p, "keys"), j), "the key holds the host %q as %q (lower case, without a trailing dot or the scheme's default port): write that", parts[at], want)
+					v := valueAt(srcs, at, len(parts))
+					if v < 0 {
+						continue
+					}
+					if want, ok := hostKey(parts[v]); !ok {
+						d.errorf(k.n, index(field(p, "keys"), j), "%q is no host, as the key holds one there (%s): no request would match it", parts[v], sources[at])
+					} else if want != parts[v] {
+						d.errorf(k.n, index(field(p, "keys"), j), "the key holds the host %q as %q (lower case, without a trailing dot or the scheme's default port): write that", parts[v], want)
 					}
 				}
 			}

@@ -72,7 +72,9 @@ testdata/bad_override_parts.yaml:9:43: policies.logins.overrides[0].keys[2]: wan
 testdata/bad_override_client.yaml:8:35: policies.per-ip.overrides[0].keys[1]: the key holds the client "::ffff:192.0.2.1" as "192.0.2.1" (an IPv4-mapped address as IPv4): write that, or list the address under clients:
 testdata/bad_override_client.yaml:8:55: policies.per-ip.overrides[0].keys[2]: "2001:db8::/48" is no client address, as the key holds one there (ip): no request would match it; list ranges under clients:
 testdata/bad_override_client.yaml:8:72: policies.per-ip.overrides[0].keys[3]: "partner" is no client address, as the key holds one there (ip): no request would match it; list ranges under clients:
+testdata/bad_override_client.yaml:8:117: policies.per-ip.overrides[0].keys[6]: want 1 values joined by "|", one per key source (ip), got 2: no request would match it
 testdata/bad_override_client.yaml:16:16: policies.per-user-ip.overrides[0].keys[0]: the key holds the client "2001:db8:0:0:0:0:0:1" as "2001:db8::/64" (an IPv6 client as its /64): write that, or list the address under clients:
+testdata/bad_override_client.yaml:16:65: policies.per-user-ip.overrides[0].keys[2]: the key holds the client "2001:db8:0:0:0:0:0:1" as "2001:db8::/64" (an IPv6 client as its /64): write that, or list the address under clients:
 testdata/bad_override_client.yaml:24:35: policies.per-host.overrides[0].keys[1]: the key holds the host "API.example.com" as "api.example.com" (lower case, without a trailing dot or the scheme's default port): write that
 testdata/bad_override_client.yaml:24:100: policies.per-host.overrides[0].keys[4]: "api.example.com;x" is no host, as the key holds one there (header:Host): no request would match it`},
 	{"bad_overrides.yaml", `testdata/bad_overrides.yaml:9:9: policies.api.overrides[0].clients: set keys or clients, not both
