@@ -401,31 +401,24 @@ func (s *Store) observe(start time.Time, err error) {
 // heartbeat beat (neither of which Close waits for) may start a call
 // while Close runs, and one started after Close has waited would outlive
 // it.
-func (s *Store) goRefill(f func()) bool {
-	s.life.Lock()
-	defer s.life.Unlock()
-	if s.closed {
-		return false
-	}
-	s.refills.Add(1)
-	go func() {
-		defer s.refills.Done()
-		f()
-	}()
-	return true
-}
+func (s *Store) goRefill(f func()) bool { return s.goOn(&s.refills, f) }
 
 // goBackground runs f on a goroutine Close waits for, unless the store is
 // closed, and reports whether it did.
-func (s *Store) goBackground(f func()) bool {
+func (s *Store) goBackground(f func()) bool { return s.goOn(&s.bg, f) }
+
+// goOn runs f on a goroutine counted in wg, unless the store is closed,
+// and reports whether it did. Under life: Close sets closed under it
+// before it waits for wg.
+func (s *Store) goOn(wg *sync.WaitGroup, f func()) bool {
 	s.life.Lock()
 	defer s.life.Unlock()
 	if s.closed {
 		return false
 	}
-	s.bg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer s.bg.Done()
+		defer wg.Done()
 		f()
 	}()
 	return true
