@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
+	"go.yaml.in/yaml/v3"
 )
 
 const bruteToken = "e2e-admin-token-7d1f"
@@ -501,15 +502,10 @@ routes:
 	}
 }
 
-func runValidate(path string) (string, error) {
-	out, err := exec.Command(binary, "validate", "-config", path).CombinedOutput()
-	return string(out), err
-}
-
-// TestValidateREADMELoginConfig keeps the README's login and OTP
-// walk-through a configuration sluice accepts.
-func TestValidateREADMELoginConfig(t *testing.T) {
-	t.Parallel()
+// readmeLoginConfig returns the yaml block of the README's login and OTP
+// walk-through.
+func readmeLoginConfig(t *testing.T) string {
+	t.Helper()
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -523,6 +519,73 @@ func TestValidateREADMELoginConfig(t *testing.T) {
 	if !ok || !closed {
 		t.Fatal("the section has no yaml block")
 	}
+	return block
+}
+
+// TestREADMELoginRecipeHoldsInAnyWindow: the walk-through's table promises
+// each of its policies' limits per window ("30 failures an hour per
+// address", "20 sends an hour"), and a guesser does not wait for the turn
+// of the hour: it sends a limit's worth just before one window ends and
+// another just before the next ends, which fixed_window and
+// sliding_window_counter both admit (twice the limit in one window). The
+// simulator, which replays the gateway's own steps, must find no window
+// of any policy with more than its limit.
+func TestREADMELoginRecipeHoldsInAnyWindow(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, readmeLoginConfig(t))
+	var cfg struct {
+		Policies map[string]struct {
+			Algorithm string        `yaml:"algorithm"`
+			Limit     int64         `yaml:"limit"`
+			Window    time.Duration `yaml:"window"`
+		} `yaml:"policies"`
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &cfg); err != nil || len(cfg.Policies) == 0 {
+		t.Fatalf("reading the walk-through's policies: %v", err)
+	}
+	for name, p := range cfg.Policies {
+		at := fmt.Sprintf("%d@%s,%d@%s", p.Limit, p.Window-time.Second, p.Limit, 2*p.Window-2*time.Second)
+		out, err := exec.Command(binary, "simulate", "-config", path, "-policy", name, "-at", at, "-format", "json").Output()
+		if err != nil {
+			t.Fatalf("simulate %s: %v", name, err)
+		}
+		var rows []struct {
+			Algorithm string `json:"algorithm"`
+			Peak      int64  `json:"peak"`
+		}
+		if err := json.Unmarshal(out, &rows); err != nil {
+			t.Fatalf("simulate %s: %v\n%s", name, err, out)
+		}
+		found := false
+		for _, r := range rows {
+			if r.Algorithm != p.Algorithm {
+				continue
+			}
+			found = true
+			if r.Peak > p.Limit {
+				t.Errorf("%s (%s, %d per %s): -at %q admits %d in one window, want at most %d", name, p.Algorithm, p.Limit, p.Window, at, r.Peak, p.Limit)
+			}
+		}
+		if !found {
+			t.Errorf("%s: simulate printed no row for %s:\n%s", name, p.Algorithm, out)
+		}
+	}
+}
+
+func runValidate(path string) (string, error) {
+	out, err := exec.Command(binary, "validate", "-config", path).CombinedOutput()
+	return string(out), err
+}
+
+// TestValidateREADMELoginConfig keeps the README's login and OTP
+// walk-through a configuration sluice accepts.
+func TestValidateREADMELoginConfig(t *testing.T) {
+	t.Parallel()
+	block := readmeLoginConfig(t)
 	for _, want := range []string{"count_status:", "block:", "overrides:", "admin_token:", "json:username", "json:phone", "key: [ip]"} {
 		if !strings.Contains(block, want) {
 			t.Errorf("the walk-through config lacks %q", want)
