@@ -186,6 +186,64 @@ func TestBruteForceLogin(t *testing.T) {
 	})
 }
 
+// TestBruteForcePatientGuesserIsNotBlocked: a block starts with a refusal
+// (SPEC section 8: "when this limit rejects a request"), not when the
+// budget runs out, as the README's walk-through says: a guesser that stops
+// when RateLimit shows r=0 and waits until X-RateLimit-Reset is never
+// blocked and gets limit guesses a window; one more attempt while the
+// budget is spent starts the block.
+func TestBruteForcePatientGuesserIsNotBlocked(t *testing.T) {
+	up := newUpstream(t)
+	var reached atomic.Int64
+	up.Handle = func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+	}
+	in := start(t, writeConfig(t, fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+log: {access_log: false}
+policies:
+  logins:
+    algorithm: sliding_window_log
+    limit: 3
+    window: 2s
+    key: [json:username]
+    count_status: [401]
+    block: 1h
+routes:
+  - name: login
+    match: {path: /login}
+    upstream: %s
+    limits: [logins]
+`, up.URL)))
+	for round := range 2 {
+		var resp *http.Response
+		for i := 0; i == 0 || !strings.Contains(resp.Header.Get("RateLimit"), ";r=0;"); i++ {
+			if resp = login(t, in, "frank", "guess"); resp.StatusCode != 401 || i == 3 {
+				t.Fatalf("round %d, attempt %d: got %d RateLimit %q, want 401 and r=0 by the 3rd", round, i, resp.StatusCode, resp.Header.Get("RateLimit"))
+			}
+		}
+		reset, err := strconv.Atoi(resp.Header.Get("X-RateLimit-Reset"))
+		if err != nil || reset < 1 || reset > 2 {
+			t.Fatalf("round %d: X-RateLimit-Reset %q, want the window, 2s or less", round, resp.Header.Get("X-RateLimit-Reset"))
+		}
+		if _, body := do(t, nil, "GET", in.Admin+"/v1/limits?policy=logins&key=frank", nil, nil); strings.Contains(string(body), "blocked_seconds") {
+			t.Errorf("round %d: got %s, want no block before a refusal", round, body)
+		}
+		time.Sleep(time.Duration(reset)*time.Second + 50*time.Millisecond)
+	}
+	if got := reached.Load(); got != 6 {
+		t.Errorf("the patient guesser reached the upstream %d times, want 6 (3 a window, never blocked)", got)
+	}
+	login(t, in, "frank", "guess")
+	login(t, in, "frank", "guess")
+	login(t, in, "frank", "guess")
+	resp := login(t, in, "frank", "guess")
+	if ra, _ := strconv.Atoi(resp.Header.Get("Retry-After")); resp.StatusCode != 429 || ra < 3590 {
+		t.Errorf("an attempt past the limit: got %d Retry-After %q, want 429 and the hour's block", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
+
 // TestBruteForceNoAdminToken: without admin_token, DELETE is refused.
 func TestBruteForceNoAdminToken(t *testing.T) {
 	up := loginUpstream(t)
