@@ -285,9 +285,9 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 				dst, ok = appendQuery(dst, r.URL.RawQuery, s.name)
 			}
 		case srcCookie:
-			var hidden bool
-			if dst, ok, hidden = appendCookie(dst, r.Header["Cookie"], s.name); hidden {
-				return dst, &AmbiguousError{Source: s.text, Why: "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"}
+			var why string
+			if dst, ok, why = appendCookie(dst, r.Header["Cookie"], s.name); why != "" {
+				return dst, &AmbiguousError{Source: s.text, Why: why}
 			}
 		case srcJSON:
 			if r.URL != nil && r.URL.RawQuery != "" && queryNames(r.URL.RawQuery, string(s.path[0])) {
@@ -529,18 +529,20 @@ func qsName(k string) string {
 // upstream framework reads as name: names are compared escapes decoded
 // and as sameName does. Cookies end at a ";" and also at a ",", as
 // ASP.NET Core splits them (so "sid=victim,x" is victim to it, and
-// "sid=a,sid=b" two sids). It reports hidden, whatever else, when a cookie
-// holds name where only some frameworks see it (see hiddenName). The value
-// is written as the frameworks that decode it read it (see
-// appendCookieValue).
-func appendCookie(dst []byte, lines []string, name string) (out []byte, ok, hidden bool) {
-	found, twice := false, false
+// "sid=a,sid=b" two sids). It reports why, whatever else, when a cookie
+// holds name where only some frameworks see it (see hiddenName), or when
+// the value of name starts with a double quote but is no quoted string
+// that frameworks read alike (see quotedWhole). The value is written as
+// the frameworks that decode it read it (see appendCookieValue).
+func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool, why string) {
+	found, twice, quoted := false, false, false
 	var val string
 	for _, line := range lines {
 		for line != "" {
 			var part string
+			var sep byte
 			if i := strings.IndexAny(line, ";,"); i >= 0 {
-				part, line = line[:i], line[i+1:]
+				part, sep, line = line[:i], line[i], line[i+1:]
 			} else {
 				part, line = line, ""
 			}
@@ -549,7 +551,7 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok, hidd
 				continue
 			}
 			if !cookieParses(part) && hiddenName(strings.TrimLeft(part, " \t"), name) {
-				return dst, false, true
+				return dst, false, hiddenWhy
 			}
 			if k = strings.TrimSpace(k); strings.ContainsAny(k, "%+") {
 				var buf [64]byte
@@ -562,10 +564,14 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok, hidd
 			// looked through for a hidden one.
 			twice = twice || found
 			found, val = true, strings.TrimSpace(v)
+			quoted = strings.HasPrefix(val, `"`) && !quotedWhole(part, sep)
 		}
 	}
 	if twice {
-		return dst, false, false
+		return dst, false, ""
+	}
+	if quoted {
+		return dst, false, quotedWhy
 	}
 	if expressJSONCookie(val) {
 		// Express's cookie-parser reads a value that starts with "j:"
@@ -592,10 +598,36 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok, hidd
 		*bp = text[:0]
 		cookieJSON.Put(bp)
 		if ok {
-			return out, true, false
+			return out, true, ""
 		}
 	}
-	return appendCookieValue(dst, val), true, false
+	return appendCookieValue(dst, val), true, ""
+}
+
+// Reasons appendCookie gives for refusing a cookie.
+const (
+	hiddenWhy = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
+	quotedWhy = "the cookie's value starts with a double quote but is not one quoted string without blanks at its ends, and Koa drops the first and last byte of such a value"
+)
+
+// quotedWhole reports whether part, a cookie whose value starts with a
+// double quote (blanks aside), ended by sep (0 at the end of its line),
+// holds a value that is one quoted string with nothing around it, ending
+// the cookie at a ";". Koa's ctx.cookies.get (cookies 0.9.2) reads a
+// value up to the next ";" and, when its first byte is a quote, drops its
+// first and last byte, whatever they are: to it sid="victimX is victim,
+// where the other frameworks, and sluice, read "victimX, one bucket for
+// each last byte. Koa keeps the blanks around a value, which sluice
+// trims, so sid="v " and sid=v ; are both "v " to it: a quoted string
+// with a blank at either end of its text is refused too. Only a value
+// that all read as the text inside its quotes is keyed.
+func quotedWhole(part string, sep byte) bool {
+	_, v, _ := strings.Cut(strings.TrimLeft(part, " \t"), "=")
+	if sep == ',' || len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return false
+	}
+	in := v[1 : len(v)-1]
+	return in == strings.Trim(in, " \t")
 }
 
 // cookieParses reports whether part, one cookie of a Cookie line, is
