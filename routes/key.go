@@ -282,7 +282,10 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 				if n := strings.Count(r.URL.RawQuery, "&") + 1; n > maxQueryParams {
 					return dst, &AmbiguousError{Source: s.text, Why: fmt.Sprintf("the query has more than %d parameters, past which frameworks stop reading it", maxQueryParams)}
 				}
-				dst, ok = appendQuery(dst, r.URL.RawQuery, s.name)
+				var garbled bool
+				if dst, ok, garbled = appendQuery(dst, r.URL.RawQuery, s.name); garbled {
+					return dst, &AmbiguousError{Source: s.text, Why: "the parameter's value is not UTF-8 once decoded, which frameworks read in different ways"}
+				}
 			}
 		case srcCookie:
 			var why string
@@ -334,8 +337,15 @@ func AppendClient(dst []byte, a netip.Addr) []byte {
 // appendQuery writes the value of parameter name in raw, decoding it only
 // when it is escaped. It reports false when name occurs more than once,
 // counting every parameter that an upstream framework reads as name (see
-// sameName).
-func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
+// sameName). It reports garbled when the value is not UTF-8 once
+// decoded, which frameworks read each their own way, as observed behind
+// sluice: Express 5.3.0's and Koa 3.3.0's node:querystring and hapi
+// 21.4.13's URLSearchParams read each bad sequence as U+FFFD, so that
+// %FF, %FE and %EF%BF%BD are one value to them; Express's qs 6.17.1 and
+// Fastify 5.12.8's fast-querystring keep a value with an escape that
+// does not decode as it was sent, so that %FF and %25FF are one; PHP
+// reads the bytes.
+func appendQuery(dst []byte, raw, name string) (out []byte, ok, garbled bool) {
 	found := false
 	var val string
 	for raw != "" {
@@ -346,21 +356,29 @@ func appendQuery(dst []byte, raw, name string) ([]byte, bool) {
 			continue
 		}
 		if found {
-			return dst, false
+			return dst, false, false
 		}
 		found, val = true, v
 	}
 	if !found {
-		return dst, true
+		return dst, true, false
 	}
 	if strings.ContainsAny(val, "%+") {
 		uv, err := url.QueryUnescape(val)
 		if err != nil {
-			return dst, true
+			// A pair whose escapes do not parse is not forwarded
+			// (see proxy's canonical query): no one reads it.
+			return dst, true, false
 		}
-		return append(dst, uv...), true
+		if !utf8.ValidString(uv) {
+			return dst, true, true
+		}
+		return append(dst, uv...), true, false
 	}
-	return append(dst, val...), true
+	if !utf8.ValidString(val) {
+		return dst, true, true
+	}
+	return append(dst, val...), true, false
 }
 
 // queryParam splits one pair of a query into its name, decoded when it
@@ -573,6 +591,15 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 	if quoted {
 		return dst, false, quotedWhy
 	}
+	for i := 0; i < len(val); i++ {
+		if val[i] >= utf8.RuneSelf {
+			// Node reads a Cookie field's bytes as Latin-1 (a raw
+			// "é" is "Ã©" to Express 5.3.0, Koa 3.3.0, Fastify
+			// 5.12.8 and hapi 21.4.13, as %C3%83%C2%A9 is), where
+			// PHP and Go read the bytes.
+			return dst, false, garbledWhy
+		}
+	}
 	if expressJSONCookie(val) {
 		// Express's cookie-parser reads a value that starts with "j:"
 		// as JSON, once the cookie module stripped its quotes and
@@ -601,13 +628,71 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			return out, true, ""
 		}
 	}
+	if garbledCookie(val) {
+		return dst, false, garbledWhy
+	}
 	return appendCookieValue(dst, val), true, ""
+}
+
+// garbledCookie reports whether frameworks read the escapes of cookie
+// value v (quotes and all) in ways no one key can follow, as observed
+// behind sluice. The cookie module of Express 5.3.0 (cookie 0.7.2) and
+// Fastify 5.12.8 (cookie 2.0.2) decodes escapes with decodeURIComponent,
+// all or nothing: %FF, which it cannot decode, it keeps as sent, as it
+// keeps %25FF decoded, while PHP and Rack read the byte. A value whose
+// escapes do not decode and that holds none that does, such as 100%, is
+// the same to all of them.
+func garbledCookie(v string) bool {
+	v = unquoteCookie(v)
+	return !uriComponentDecodes(v) && holdsEscape(v)
+}
+
+// uriComponentDecodes reports whether JavaScript's decodeURIComponent
+// decodes s without throwing (see appendURIComponent), without building
+// the result: every "%" starts an escape, and each run of escapes is
+// UTF-8.
+func uriComponentDecodes(s string) bool {
+	var pend [utf8.UTFMax]byte
+	n := 0
+	for i := 0; i < len(s); {
+		if s[i] != '%' {
+			if n > 0 {
+				return false // a run of escapes that ends inside a rune
+			}
+			i++
+			continue
+		}
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return false
+		}
+		pend[n] = unhex(s[i+1])<<4 | unhex(s[i+2])
+		n++
+		i += 3
+		if utf8.FullRune(pend[:n]) {
+			if r, size := utf8.DecodeRune(pend[:n]); r == utf8.RuneError && size == 1 {
+				return false
+			}
+			n = 0
+		}
+	}
+	return n == 0
+}
+
+// holdsEscape reports whether s holds a "%" and two hex digits.
+func holdsEscape(s string) bool {
+	for i := 0; i+2 < len(s); i++ {
+		if s[i] == '%' && isHex(s[i+1]) && isHex(s[i+2]) {
+			return true
+		}
+	}
+	return false
 }
 
 // Reasons appendCookie gives for refusing a cookie.
 const (
-	hiddenWhy = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
-	quotedWhy = "the cookie's value starts with a double quote but is not one quoted string without blanks at its ends, and Koa drops the first and last byte of such a value"
+	garbledWhy = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
+	hiddenWhy  = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
+	quotedWhy  = "the cookie's value starts with a double quote but is not one quoted string without blanks at its ends, and Koa drops the first and last byte of such a value"
 )
 
 // quotedWhole reports whether part, a cookie whose value starts with a
@@ -851,12 +936,14 @@ func AppendPathKeyOf(dst []byte, path, rawPath string, fold bool) []byte {
 // AppendQueryKey writes the value of the query source name for the raw
 // query, as the gateway reads it (see appendQuery and Key.Append). It
 // reports false when the gateway answers 400: for a parameter given more
-// than once, or a query of more than maxQueryParams parameters.
+// than once, a value whose escapes frameworks decode in different ways,
+// or a query of more than maxQueryParams parameters.
 func AppendQueryKey(dst []byte, raw, name string) ([]byte, bool) {
 	if strings.Count(raw, "&")+1 > maxQueryParams {
 		return dst, false
 	}
-	return appendQuery(dst, raw, name)
+	dst, ok, garbled := appendQuery(dst, raw, name)
+	return dst, ok && !garbled
 }
 
 // KeyMethod is the method source's value: HEAD is keyed GET.
