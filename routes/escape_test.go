@@ -33,6 +33,9 @@ func TestOneValueOneBucket(t *testing.T) {
 		{"cookie: %FF stays", spelling{cookie: "sid=%FF"}, spelling{cookie: "sid=%25FF"}},
 		{"cookie: a broken escape keeps the good one", spelling{cookie: "sid=vic%tim%41"}, spelling{cookie: "sid=vic%25tim%2541"}},
 		{"cookie: a broken escape alone stays", spelling{cookie: "sid=100%"}, spelling{cookie: "sid=100%25"}},
+		// Fastify's cookie module (cookie 2.0.2) keeps the quotes.
+		{"cookie: Fastify keeps quotes", spelling{cookie: `sid="victim"`}, spelling{cookie: "sid=%22victim%22"}},
+		{"cookie: Fastify keeps a quote", spelling{cookie: `sid="victim"`}, spelling{cookie: `sid=%22victim"`}},
 		// Node reads a Cookie field as Latin-1: a raw "é" is "Ã©", as
 		// the escaped UTF-8 of "Ã©" is.
 		{"cookie: Node reads raw bytes as Latin-1", spelling{cookie: "sid=\xc3\xa9"}, spelling{cookie: "sid=%C3%83%C2%A9"}},

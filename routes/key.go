@@ -631,6 +631,13 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 	if garbledCookie(val) {
 		return dst, false, garbledWhy
 	}
+	if len(val) > 2 && val[0] == '%' && val[1] == '2' && val[2] == '2' {
+		// Fastify 5.12.8's cookie module (cookie 2.0.2) keeps the
+		// quotes around a value: "victim" and %22victim%22 are both
+		// "victim" to it, quotes and all, where sluice, as Express,
+		// strips the quotes sent as they are.
+		return dst, false, escapedQuoteWhy
+	}
 	return appendCookieValue(dst, val), true, ""
 }
 
@@ -690,9 +697,10 @@ func holdsEscape(s string) bool {
 
 // Reasons appendCookie gives for refusing a cookie.
 const (
-	garbledWhy = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
-	hiddenWhy  = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
-	quotedWhy  = "the cookie's value starts with a double quote but is not one quoted string without blanks at its ends, and Koa drops the first and last byte of such a value"
+	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
+	escapedQuoteWhy = "the cookie's value starts with an escaped double quote, which some frameworks read as the quote around a value that others strip"
+	hiddenWhy       = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
+	quotedWhy       = "the cookie's value starts with a double quote but is not one quoted string without blanks at its ends, and Koa drops the first and last byte of such a value"
 )
 
 // quotedWhole reports whether part, a cookie whose value starts with a
