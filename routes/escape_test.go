@@ -33,6 +33,9 @@ func TestOneValueOneBucket(t *testing.T) {
 		{"cookie: %FF stays", spelling{cookie: "sid=%FF"}, spelling{cookie: "sid=%25FF"}},
 		{"cookie: a broken escape keeps the good one", spelling{cookie: "sid=vic%tim%41"}, spelling{cookie: "sid=vic%25tim%2541"}},
 		{"cookie: a broken escape alone stays", spelling{cookie: "sid=100%"}, spelling{cookie: "sid=100%25"}},
+		// Express (cookie 0.7.2), Koa (cookies 0.9.2) and Fastify read a
+		// cookie on past a comma, to the ";".
+		{"cookie: a comma does not end a value", spelling{cookie: "sid=victim,x"}, spelling{cookie: "sid=victim%2Cx"}},
 		// Fastify's cookie module (cookie 2.0.2) keeps the quotes.
 		{"cookie: Fastify keeps quotes", spelling{cookie: `sid="victim"`}, spelling{cookie: "sid=%22victim%22"}},
 		{"cookie: Fastify keeps a quote", spelling{cookie: `sid="victim"`}, spelling{cookie: `sid=%22victim"`}},

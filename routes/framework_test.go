@@ -79,8 +79,11 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		// it finds "sid=victim" inside another cookie; aiohttp's
 		// http.cookies splits cookies at spaces.
 		{"cookie after a comma", "cookie:sid", "/", "sid=rot1,sid=victim", "", "more than once"},
-		{"cookie value ends at a comma", "cookie:sid", "/", "sid=victim,x", "victim", ""},
-		{"cookie value ends at a comma after blanks", "cookie:sid", "/", "sid=victim ,x", "victim", ""},
+		// Express, Koa and Fastify read on past the comma: a value cut
+		// at one is refused.
+		{"cookie value cut at a comma", "cookie:sid", "/", "sid=victim,x", "", "comma"},
+		{"cookie value cut at a comma after blanks", "cookie:sid", "/", "sid=victim ,x", "", "comma"},
+		{"cookie after another's comma", "cookie:sid", "/", "a=1,sid=victim", "victim", ""},
 		{"cookie hidden after a quote", "cookie:sid", "/", `sid=rot1; a=x"sid=victim`, "", "inside another"},
 		{"cookie hidden in a name", "cookie:sid", "/", `sid=rot1; x@sid=victim`, "", "inside another"},
 		{"cookie hidden after a space", "cookie:sid", "/", `sid=rot1; a=x sid=victim`, "", "inside another"},

@@ -553,7 +553,7 @@ func qsName(k string) string {
 // that frameworks read alike (see quotedWhole). The value is written as
 // the frameworks that decode it read it (see appendCookieValue).
 func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool, why string) {
-	found, twice, quoted := false, false, false
+	found, twice, quoted, comma := false, false, false, false
 	var val string
 	for _, line := range lines {
 		for line != "" {
@@ -583,6 +583,8 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			twice = twice || found
 			found, val = true, strings.TrimSpace(v)
 			quoted = strings.HasPrefix(val, `"`) && !quotedWhole(part, sep)
+			comma = sep == ','
+
 		}
 	}
 	if twice {
@@ -590,6 +592,12 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 	}
 	if quoted {
 		return dst, false, quotedWhy
+	}
+	if comma {
+		// ASP.NET Core ends the value at the comma; Express 5.3.0,
+		// Koa 3.3.0 and Fastify 5.12.8 read on to the ";", so that
+		// sid=victim,x and sid=victim%2Cx are one value to them.
+		return dst, false, commaWhy
 	}
 	for i := 0; i < len(val); i++ {
 		if val[i] >= utf8.RuneSelf {
@@ -698,6 +706,7 @@ func holdsEscape(s string) bool {
 // Reasons appendCookie gives for refusing a cookie.
 const (
 	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
+	commaWhy        = "the cookie's value holds a comma, where some frameworks end it and others do not"
 	escapedQuoteWhy = "the cookie's value starts with an escaped double quote, which some frameworks read as the quote around a value that others strip"
 	hiddenWhy       = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
 	quotedWhy       = "the cookie's value starts with a double quote but is not one quoted string without blanks at its ends, and Koa drops the first and last byte of such a value"
