@@ -36,6 +36,8 @@ func TestOneValueOneBucket(t *testing.T) {
 		// Express (cookie 0.7.2), Koa (cookies 0.9.2) and Fastify read a
 		// cookie on past a comma, to the ";".
 		{"cookie: a comma does not end a value", spelling{cookie: "sid=victim,x"}, spelling{cookie: "sid=victim%2Cx"}},
+		// Express and Koa strip the quotes and keep a backslash.
+		{"cookie: a backslash in quotes stays", spelling{cookie: `sid="vic\164im"`}, spelling{cookie: `sid=vic%5C164im`}},
 		// Fastify's cookie module (cookie 2.0.2) keeps the quotes.
 		{"cookie: Fastify keeps quotes", spelling{cookie: `sid="victim"`}, spelling{cookie: "sid=%22victim%22"}},
 		{"cookie: Fastify keeps a quote", spelling{cookie: `sid="victim"`}, spelling{cookie: `sid=%22victim"`}},

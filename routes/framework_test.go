@@ -48,7 +48,8 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		{"cookie j: object is the empty value", "cookie:sid", "/", `sid=j:{"a":1}`, "", ""},
 		{"cookie j: not JSON stays", "cookie:sid", "/", `sid=j:victim`, "j:victim", ""},
 		{"cookie j: escaped prefix", "cookie:sid", "/", `sid=%6A%3A%22victim%22`, "victim", ""},
-		{"cookie j: quoted, not JSON once unquoted", "cookie:sid", "/", `sid="j:\"victim\""`, `j:"victim"`, ""},
+		// Django decodes the backslashes, Express keeps them: refused.
+		{"cookie j: quoted, with backslashes", "cookie:sid", "/", `sid="j:\"victim\""`, "", "backslash"},
 		{"cookie j: plus stays a plus", "cookie:sid", "/", `sid=j:1e+2`, "100", ""},
 		{"cookie j: plus stays a plus too", "cookie:sid", "/", `sid=j:0.1e+3`, "100", ""},
 		{"cookie j: zero is left as it is", "cookie:sid", "/", `sid=j:0`, "j:0", ""},

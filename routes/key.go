@@ -599,6 +599,13 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 		// sid=victim,x and sid=victim%2Cx are one value to them.
 		return dst, false, commaWhy
 	}
+	if val != "" && val[0] == '"' && strings.IndexByte(val, '\\') >= 0 {
+		// Python's http.cookies (Django) decodes a quoted value's
+		// backslash escapes ("vic\164im" is victim); Express 5.3.0,
+		// Koa 3.3.0 and Fastify 5.12.8 keep them, and read vic\164im
+		// as sid=vic%5C164im spells it.
+		return dst, false, backslashWhy
+	}
 	for i := 0; i < len(val); i++ {
 		if val[i] >= utf8.RuneSelf {
 			// Node reads a Cookie field's bytes as Latin-1 (a raw
@@ -706,6 +713,7 @@ func holdsEscape(s string) bool {
 // Reasons appendCookie gives for refusing a cookie.
 const (
 	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
+	backslashWhy    = "the cookie's quoted value holds a backslash, which some frameworks decode as an escape and others keep"
 	commaWhy        = "the cookie's value holds a comma, where some frameworks end it and others do not"
 	escapedQuoteWhy = "the cookie's value starts with an escaped double quote, which some frameworks read as the quote around a value that others strip"
 	hiddenWhy       = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
@@ -864,18 +872,12 @@ func appendURIComponent(dst []byte, s string) ([]byte, bool) {
 // one value are one key here. Express, Rack and PHP decode %XX escapes
 // (%76ictim is victim to them); Rack and PHP also read "+" as a space,
 // which Express does not, so "+" and " " are one here, decoded or not.
-// Python's http.cookies, under Django, strips the quotes around a value
-// and decodes its backslash escapes ("\166ictim" is victim). Values
-// without any of these are written as they are.
+// Express and Python's http.cookies, under Django, strip the quotes
+// around a value. Values without any of these are written as they are.
+// A quoted value with a backslash, which Python decodes and Node does
+// not, never comes here (see appendCookie).
 func appendCookieValue(dst []byte, v string) []byte {
-	if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
-		v = v[1 : len(v)-1]
-		if strings.IndexByte(v, '\\') >= 0 {
-			var buf [256]byte
-			return appendUnescaped(dst, string(appendUnquotedCookie(buf[:0], v)))
-		}
-	}
-	return appendUnescaped(dst, v)
+	return appendUnescaped(dst, unquoteCookie(v))
 }
 
 // appendUnescaped writes s with its %XX escapes decoded and every "+"
@@ -898,29 +900,6 @@ func appendUnescaped(dst []byte, s string) []byte {
 	}
 	return dst
 }
-
-// appendUnquotedCookie writes the inside of a quoted cookie value with
-// its backslash escapes decoded as Python's http.cookies decodes them:
-// a backslash and three octal digits is that byte, a backslash and any
-// other byte is that byte.
-func appendUnquotedCookie(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '\\' && i+1 < len(s) {
-			if i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
-				c = (s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0')
-				i += 3
-			} else {
-				c = s[i+1]
-				i++
-			}
-		}
-		dst = append(dst, c)
-	}
-	return dst
-}
-
-func isOctal(c byte) bool { return '0' <= c && c <= '7' }
 
 // appendPathKey writes the path source's value: the path routes match,
 // without one trailing slash (Express and Rails serve /a/ as /a), and with
