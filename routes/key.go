@@ -584,7 +584,6 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			found, val = true, strings.TrimSpace(v)
 			quoted = strings.HasPrefix(val, `"`) && !quotedWhole(part, sep)
 			comma = sep == ','
-
 		}
 	}
 	if twice {
