@@ -356,6 +356,63 @@ func explainSyntax(data []byte, line int, msg string) (int, string) {
 	return line, msg
 }
 
+// blockBreakers are the parser's errors for a line that fits in no block
+// open at that point, mostly by its indentation, named after the kind of
+// block the parser names the start of.
+var blockBreakers = map[string]string{
+	"did not find expected key":           "mapping",
+	"did not find expected '-' indicator": "list",
+}
+
+// breakingLine moves a blockBreakers error from the line where the
+// parser's block starts, which is all the parser names, to the line that
+// broke it, and names both: in a long route the start alone leaves the
+// reader searching. full is the parser's error text for data. The
+// parser reads data in order, so the first lines of data fail with the
+// same error as soon as they hold that line, and never before: a file
+// cut short closes every block it opened.
+func breakingLine(data []byte, full string, line int, msg string) (int, string) {
+	kind, ok := blockBreakers[msg]
+	if !ok {
+		return line, msg
+	}
+	var ends []int // ends[k] is the length of data's first k+1 lines
+	for i, c := range data {
+		if c == '\n' {
+			ends = append(ends, i+1)
+		}
+	}
+	ends = append(ends, len(data))
+	lo, hi := line, len(ends) // line numbers from 1; hi fails as data does
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if err := firstYAMLError(data[:ends[mid-1]]); err != nil && err.Error() == full {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	if lo <= line || lo > len(ends) {
+		return line, msg
+	}
+	return lo, fmt.Sprintf("%s (check this line's indentation: the %s it breaks starts at line %d)", msg, kind, line)
+}
+
+// firstYAMLError is the first error of the parser reading every document
+// of data; nil if there is none.
+func firstYAMLError(data []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
 // incompatibleVersion is the parser's error for a %YAML directive of a
 // version other than 1.1, such as the current 1.2.
 const incompatibleVersion = "found incompatible YAML document"
@@ -460,6 +517,7 @@ func (d *decoder) document(data []byte) *yaml.Node {
 				if parserErrors[msg] {
 					line++
 				}
+				line, msg = breakingLine(data, err.Error(), line, msg)
 			} else if m := unknownAnchor.FindStringSubmatch(msg); m != nil {
 				msg = strings.TrimPrefix(msg, "yaml: ")
 				line = aliasLine(data, m[1])

@@ -182,6 +182,10 @@ testdata/bad_sync.yaml:29:75: routes[0].limits[0].sync: lease works with fixed_w
 	{"bad_sync_memory.yaml", `testdata/bad_sync_memory.yaml:7:11: policies.global.sync: lease needs store.type: redis (the memory store has no instances to share with)
 testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease needs store.type: redis (the memory store has no instances to share with)
 testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease works with fixed_window, token_bucket and sliding_window_counter, not sliding_window_log`},
+	// The parser names only where the block that a misindented line
+	// breaks starts; the line itself is the place to look.
+	{"bad_indent.yaml", `testdata/bad_indent.yaml:6:1: syntax error: did not find expected key (check this line's indentation: the mapping it breaks starts at line 2)`},
+	{"bad_indent_route.yaml", `testdata/bad_indent_route.yaml:6:1: syntax error: did not find expected '-' indicator (check this line's indentation: the list it breaks starts at line 2)`},
 	{"bad_syntax.yaml", `testdata/bad_syntax.yaml:4:1: syntax error: mapping values are not allowed in this context`},
 	{"bad_tls_empty.yaml", `testdata/bad_tls_empty.yaml:2:3: tls: needs certificates or acme`},
 	// The first document is checked all the same: one run, every problem.
@@ -379,7 +383,7 @@ func TestTimeouts(t *testing.T) {
 }
 
 // TestSyntaxErrorLines: a YAML syntax error names the line where the
-// problem is, or where the list or map it breaks starts.
+// problem is, and where the list or map it breaks starts.
 func TestSyntaxErrorLines(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ yaml, want string }{
@@ -387,7 +391,11 @@ func TestSyntaxErrorLines(t *testing.T) {
 		{"a: 1\nb: 2\nc: 3\nd: [10s\n", "f.yaml:4:1: syntax error: did not find expected ',' or ']'"},
 		{"a:\n  b: 1\n c: 2\n", "f.yaml:3:1: syntax error: did not find expected key"},
 		{"- a\n- b\nc: 1\n", "f.yaml:3:1: syntax error: did not find expected '-' indicator"},
-		{"a: 1\nb:\n  - x\n  y: 2\n", "f.yaml:3:1: syntax error: did not find expected '-' indicator"},
+		{"a: 1\nb:\n  - x\n  y: 2\n", "f.yaml:4:1: syntax error: did not find expected '-' indicator (check this line's indentation: the list it breaks starts at line 3)"},
+		{"a:\n  b:\n    c: 1\n    d: 2\n   e: 3\n", "f.yaml:5:1: syntax error: did not find expected key (check this line's indentation: the mapping it breaks starts at line 2)"},
+		// No line break at the end; the first line of a document after
+		// another.
+		{"a: 1\n---\nb:\n  c: 1\n d: 2", "f.yaml:5:1: syntax error: did not find expected key (check this line's indentation: the mapping it breaks starts at line 3)"},
 		// Scanner errors were numbered right already.
 		{"a: 1\n\tb: 2\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
 		{"a: 1\n\tb: 2\nc:\n\td: 3\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
