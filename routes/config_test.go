@@ -222,7 +222,10 @@ testdata/bad_unset_env.yaml:10:19: routes[0].strip_prefix: unterminated ${ in "$
 testdata/bad_upstream_url.yaml:5:40: routes[1].upstreams[1]: invalid upstream URL "http://": no host
 testdata/bad_upstream_url.yaml:7:17: routes[2].upstreams[0]: invalid upstream URL "http://127.0.0.1:99999": want a port from 1 to 65535
 testdata/bad_upstream_url.yaml:7:43: routes[2].upstreams[1]: invalid upstream URL "http://127.0.0.1:0": want a port from 1 to 65535
-testdata/bad_upstream_url.yaml:7:65: routes[2].upstreams[2]: invalid upstream URL "http://:9002": no host`},
+testdata/bad_upstream_url.yaml:7:65: routes[2].upstreams[2]: invalid upstream URL "http://:9002": no host
+testdata/bad_upstream_url.yaml:9:17: routes[3].upstreams[0]: invalid upstream URL "127.0.0.1:9000": no scheme: want http:// or https:// before the host, like http://127.0.0.1:9000
+testdata/bad_upstream_url.yaml:9:33: routes[3].upstreams[1]: invalid upstream URL "localhost:9000": no scheme: want http:// or https:// before the host, like http://127.0.0.1:9000
+testdata/bad_upstream_url.yaml:9:49: routes[3].upstreams[2]: invalid upstream URL "http://[::1:9000": missing ']' in host`},
 	{"bad_spans.yaml", `testdata/bad_spans.yaml:6:12: policies.daily-shaping.queue: queue x interval (200000 x 24h0m0s) must be at most 100 years: set a max_wait, or a smaller queue
 testdata/bad_spans.yaml:12:12: policies.yearly.burst: burst x interval (3000 x 876h0m0s) must be at most 100 years: the bucket could not be counted
 testdata/bad_spans.yaml:16:12: policies.too-fast.limit: the interval window / limit is 500ns, not a whole number of microseconds; rounded up to 1µs it would admit 50% fewer requests than 2000000 per 1s (at most 0.1% is allowed)

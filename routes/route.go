@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -344,8 +345,13 @@ func (d *decoder) upstreams(n *yaml.Node, m map[string]entry, path string, rt *R
 func parseUpstream(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	switch {
+	// host:port without a scheme is the usual slip: url.Parse refuses
+	// 127.0.0.1:9000 and takes localhost:9000 for scheme "localhost".
+	case !strings.Contains(s, "://") && (err != nil || u.Scheme == "" || u.Opaque != ""):
+		return nil, fmt.Errorf("invalid upstream URL %q: no scheme: want http:// or https:// before the host, like http://127.0.0.1:9000", s)
 	case err != nil:
-		return nil, fmt.Errorf("invalid upstream URL %q", s)
+		// The reason alone: the *url.Error around it repeats s.
+		return nil, fmt.Errorf("invalid upstream URL %q: %v", s, errors.Unwrap(err))
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("invalid upstream URL %q: scheme must be http or https", s)
 	case u.Hostname() == "":
