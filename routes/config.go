@@ -348,6 +348,8 @@ func explainSyntax(data []byte, line int, msg string) (int, string) {
 		}
 	case msg == noTokenStart && tabIndented(data, line) && !reservedStart(data, line):
 		msg += " (a tab indents this line: YAML indents with spaces only)"
+	case msg == mappingValues:
+		msg += mappingValuesHint(data, line)
 	case msg == incompatibleVersion:
 		if v, ok := yamlDirective(data, line); ok {
 			msg += fmt.Sprintf(" (%%YAML %s: only 1.1 is read; leave the %%YAML line out)", v)
@@ -410,6 +412,50 @@ func firstYAMLError(data []byte) error {
 			}
 			return err
 		}
+	}
+}
+
+// mappingValues is the scanner's error for a ": " where no key may
+// start: in a value that is not quoted, or on a line indented deeper than
+// one whose value was already given, which YAML reads as more of it.
+const mappingValues = "mapping values are not allowed in this context"
+
+// mappingValuesHint says which of mappingValues' two causes line n (from
+// 1) of data shows, or nothing when it shows neither plainly.
+func mappingValuesHint(data []byte, n int) string {
+	lines := yamlLines(data)
+	if n < 1 || n > len(lines) {
+		return ""
+	}
+	cur := lines[n-1]
+	for i := n - 2; i >= 0; i-- {
+		above, _, _ := strings.Cut(lines[i], " #")
+		above = strings.TrimRight(above, " ")
+		if t := strings.TrimSpace(above); t == "" || t[0] == '#' {
+			continue
+		}
+		if contentColumn(cur) > contentColumn(above) && !strings.HasSuffix(above, ":") && !strings.HasSuffix(above, "-") {
+			return fmt.Sprintf(" (this line is indented deeper than line %d, whose value is already given: check its indentation)", i+1)
+		}
+		break
+	}
+	if strings.Count(cur+" ", ": ") >= 2 {
+		return ` (a value that holds ": " must be quoted)`
+	}
+	return ""
+}
+
+// contentColumn is where the text of line starts after its indentation
+// and any "- " list markers.
+func contentColumn(line string) int {
+	col := 0
+	for {
+		rest := strings.TrimLeft(line[col:], " ")
+		col = len(line) - len(rest)
+		if !strings.HasPrefix(rest, "- ") {
+			return col
+		}
+		col++
 	}
 }
 

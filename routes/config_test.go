@@ -186,7 +186,8 @@ testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease works with fixe
 	// breaks starts; the line itself is the place to look.
 	{"bad_indent.yaml", `testdata/bad_indent.yaml:6:1: syntax error: did not find expected key (check this line's indentation: the mapping it breaks starts at line 2)`},
 	{"bad_indent_route.yaml", `testdata/bad_indent_route.yaml:6:1: syntax error: did not find expected '-' indicator (check this line's indentation: the list it breaks starts at line 2)`},
-	{"bad_syntax.yaml", `testdata/bad_syntax.yaml:4:1: syntax error: mapping values are not allowed in this context`},
+	{"bad_indent_value.yaml", `testdata/bad_indent_value.yaml:6:1: syntax error: mapping values are not allowed in this context (this line is indented deeper than line 5, whose value is already given: check its indentation)`},
+	{"bad_syntax.yaml", `testdata/bad_syntax.yaml:4:1: syntax error: mapping values are not allowed in this context (a value that holds ": " must be quoted)`},
 	{"bad_tls_empty.yaml", `testdata/bad_tls_empty.yaml:2:3: tls: needs certificates or acme`},
 	// The first document is checked all the same: one run, every problem.
 	{"bad_two_documents.yaml", `testdata/bad_two_documents.yaml:4:14: routes[0].timeout: must be > 0
@@ -399,6 +400,14 @@ func TestSyntaxErrorLines(t *testing.T) {
 		// No line break at the end; the first line of a document after
 		// another.
 		{"a: 1\n---\nb:\n  c: 1\n d: 2", "f.yaml:5:1: syntax error: did not find expected key (check this line's indentation: the mapping it breaks starts at line 3)"},
+		// The scanner's riddle for a ": " where no key may start gets
+		// its likely cause, when the line shows one plainly.
+		{"a:\n    b: x: y\n", `f.yaml:2:1: syntax error: mapping values are not allowed in this context (a value that holds ": " must be quoted)`},
+		{"a:\n  b: 1\n\n    c: 2\n", "f.yaml:4:1: syntax error: mapping values are not allowed in this context (this line is indented deeper than line 2, whose value is already given: check its indentation)"},
+		// After a comment the value cannot go on: the line breaks the
+		// mapping instead.
+		{"a:\n  b: 1 # c\n    c: 2\n", "f.yaml:3:1: syntax error: did not find expected key (check this line's indentation: the mapping it breaks starts at line 2)"},
+		{"a:\n  - ip\n    b: 1\n", "f.yaml:3:1: syntax error: mapping values are not allowed in this context"},
 		// Scanner errors were numbered right already.
 		{"a: 1\n\tb: 2\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
 		{"a: 1\n\tb: 2\nc:\n\td: 3\n", "f.yaml:2:1: syntax error: found a tab character that violates indentation"},
