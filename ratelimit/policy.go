@@ -298,7 +298,9 @@ func (p *Policy) checkSpans(burstSet bool) []error {
 	}
 	switch p.Algorithm {
 	case TokenBucket:
-		if p.Burst > int64(MaxSpan)/p.interval {
+		// A window over MaxSpan is reported already: its products
+		// would only say so again, on a burst or queue never set.
+		if p.Window <= MaxSpan && p.Burst > int64(MaxSpan)/p.interval {
 			f := "burst"
 			if !burstSet {
 				f = "window"
@@ -313,7 +315,7 @@ func (p *Policy) checkSpans(burstSet bool) []error {
 		switch {
 		case p.MaxWait > MaxSpan:
 			errs = append(errs, fmt.Errorf("max_wait: must be at most 100 years (%v)", MaxSpan))
-		case p.MaxWait == 0 && queued > int64(MaxSpan):
+		case p.MaxWait == 0 && queued > int64(MaxSpan) && p.Window <= MaxSpan:
 			errs = append(errs, fmt.Errorf("queue: queue x interval (%d x %v) must be at most 100 years: set a max_wait, or a smaller queue", p.Queue, p.Interval()))
 		case p.MaxWait == 0:
 			p.MaxWait = time.Duration(queued)

@@ -91,8 +91,14 @@ func TestNewPolicyUnrepresentable(t *testing.T) {
 			"queue: queue x interval (200000 x 24h0m0s) must be at most 100 years: set a max_wait, or a smaller queue"},
 		{"token 10/8760h burst 3000", Policy{Algorithm: TokenBucket, Limit: 10, Window: 8760 * time.Hour, Burst: 3000},
 			"burst: burst x interval (3000 x 876h0m0s) must be at most 100 years: the bucket could not be counted"},
+		// A window over a century is said once, not again as the burst
+		// or queue it makes too long.
 		{"token with a default burst over a century", Policy{Algorithm: TokenBucket, Limit: 1, Window: 200 * year},
-			"window: must be at most 100 years (876000h0m0s)\nwindow: burst x interval (1 x 1752000h0m0s) must be at most 100 years: the bucket could not be counted"},
+			"window: must be at most 100 years (876000h0m0s)"},
+		{"token with a burst over a century by its window", Policy{Algorithm: TokenBucket, Limit: 1, Window: 200 * year, Burst: 2},
+			"window: must be at most 100 years (876000h0m0s)"},
+		{"leaky with a queue over a century by its window", Policy{Algorithm: LeakyBucket, Limit: 1, Window: 200 * year, Queue: 2},
+			"window: must be at most 100 years (876000h0m0s)"},
 		{"max_wait over a century", Policy{Algorithm: LeakyBucket, Limit: 1, Window: time.Hour, Queue: 10, MaxWait: 101 * year},
 			"max_wait: must be at most 100 years (876000h0m0s)"},
 		{"queue overflowing int64", Policy{Algorithm: LeakyBucket, Limit: 1, Window: time.Hour, Queue: 1 << 62},

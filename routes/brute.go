@@ -428,10 +428,10 @@ func (d *decoder) override(n *yaml.Node, m map[string]entry, path string, base r
 	before := len(d.probs)
 	exempt := d.boolean(m, "exempt", path)
 	limit := d.integer(m, "limit", path)
-	window := d.duration(m, "window", path)
+	window := d.span(m, "window", path)
 	burst := d.integer(m, "burst", path)
 	queue := d.integer(m, "queue", path)
-	maxWait := d.duration(m, "max_wait", path)
+	maxWait := d.span(m, "max_wait", path)
 	set := map[string]*yaml.Node{}
 	for _, f := range []struct {
 		name string

@@ -184,6 +184,13 @@ testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease needs store.typ
 testdata/bad_sync_memory.yaml:13:11: policies.logins.sync: lease works with fixed_window, token_bucket and sliding_window_counter, not sliding_window_log`},
 	// The parser names only where the block that a misindented line
 	// breaks starts; the line itself is the place to look.
+	// A window, block or max_wait too long for Go is told the bound it
+	// must meet, 100 years, not Go's; one over 100 years is told once.
+	{"bad_huge_window.yaml", `testdata/bad_huge_window.yaml:5:13: policies.yearly.window: invalid duration "100000000h": too long (at most 100 years, 876000h0m0s)
+testdata/bad_huge_window.yaml:11:12: policies.long-block.block: invalid duration "9999999999h": too long (at most 100 years, 876000h0m0s)
+testdata/bad_huge_window.yaml:18:15: policies.long-wait.max_wait: invalid duration "9999999999h": too long (at most 100 years, 876000h0m0s)
+testdata/bad_huge_window.yaml:23:13: policies.centuries.window: must be at most 100 years (876000h0m0s)
+testdata/bad_huge_window.yaml:27:17: policies.centuries.overrides[0].window: invalid duration "9999999999h": too long (at most 100 years, 876000h0m0s)`},
 	{"bad_indent.yaml", `testdata/bad_indent.yaml:6:1: syntax error: did not find expected key (check this line's indentation: the mapping it breaks starts at line 2)`},
 	{"bad_indent_route.yaml", `testdata/bad_indent_route.yaml:6:1: syntax error: did not find expected '-' indicator (check this line's indentation: the list it breaks starts at line 2)`},
 	{"bad_indent_value.yaml", `testdata/bad_indent_value.yaml:6:1: syntax error: mapping values are not allowed in this context (this line is indented deeper than line 5, whose value is already given: check its indentation)`},

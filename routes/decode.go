@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/ratelimit"
 )
 
 // decoder walks a YAML node tree strictly, expanding ${NAME} in scalar
@@ -258,6 +260,27 @@ func (d *decoder) duration(m map[string]entry, name, path string) val[time.Durat
 		return val[time.Duration]{}
 	}
 	return val[time.Duration]{v, true, e.val}
+}
+
+// span is a duration that ratelimit bounds by MaxSpan (window, max_wait,
+// block). One too long for Go's durations is told that bound, not Go's:
+// a value the message suggests must pass.
+func (d *decoder) span(m map[string]entry, name, path string) val[time.Duration] {
+	e := m[name]
+	s, ok := d.text(e.val, field(path, name))
+	if !ok {
+		return val[time.Duration]{}
+	}
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil && durationSyntax.MatchString(s) && !strings.HasPrefix(s, "-"):
+		d.errorf(e.val, field(path, name), "invalid duration %q: too long (at most 100 years, %v)", s, ratelimit.MaxSpan)
+	case err != nil:
+		d.errorf(e.val, field(path, name), "%s", durationProblem(s, err))
+	default:
+		return val[time.Duration]{v, true, e.val}
+	}
+	return val[time.Duration]{}
 }
 
 // durationSyntax is Go's duration syntax: time.ParseDuration refuses a
