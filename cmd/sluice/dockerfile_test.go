@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -208,4 +209,83 @@ func checkConfigArg(t *testing.T, line int, argv []string, image map[string]bool
 	if i := slices.Index(argv, "-config"); i >= 0 && (i+1 >= len(argv) || !image[argv[i+1]]) {
 		t.Errorf("Dockerfile:%d: %q: -config names no file the image has", line, argv)
 	}
+}
+
+// TestDockerignore keeps the build context to what a clean clone holds:
+// whatever git ignores (local binaries, bench outputs, ACME keys under
+// data/ and tmp/) is ignored by the image's build too, and no file git
+// tracks is, since the build needs them all.
+func TestDockerignore(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patterns := ignoreLines(t, filepath.Join(root, ".dockerignore"))
+	for _, g := range ignoreLines(t, filepath.Join(root, ".gitignore")) {
+		// A path git ignores by this pattern, at the root, or deeper
+		// for a pattern not anchored there.
+		sample := strings.TrimPrefix(g, "/")
+		if strings.HasSuffix(sample, "/") {
+			sample += "f"
+		}
+		if !strings.HasPrefix(g, "/") {
+			sample = "cmd/sluice/" + strings.ReplaceAll(sample, "*", "x")
+		}
+		if !dockerIgnored(patterns, sample) {
+			t.Errorf(".gitignore has %s; .dockerignore lets %s into the build", g, sample)
+		}
+	}
+	out, err := exec.Command("git", "-C", root, "ls-files").Output()
+	if err != nil {
+		t.Skipf("git ls-files: %v (not a git checkout?)", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if dockerIgnored(patterns, f) {
+			t.Errorf(".dockerignore leaves out %s, which git tracks", f)
+		}
+	}
+}
+
+// ignoreLines are the patterns of an ignore file, without comments and
+// blank lines. It refuses ! exceptions, which dockerIgnored does not
+// understand.
+func ignoreLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			if strings.HasPrefix(l, "!") {
+				t.Fatalf("%s: exception %s: not understood by this test", path, l)
+			}
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// dockerIgnored reports whether Docker's build leaves out file, a slash
+// path from the context's root: a pattern matches the path or one of its
+// parent directories, from the root (Go's path.Match) or, after a
+// leading **/, at any depth.
+func dockerIgnored(patterns []string, file string) bool {
+	parts := strings.Split(file, "/")
+	for _, p := range patterns {
+		p = strings.TrimPrefix(path.Clean(p), "/")
+		deep := false
+		if rest, ok := strings.CutPrefix(p, "**/"); ok {
+			p, deep = rest, true
+		}
+		for end := 1; end <= len(parts); end++ {
+			for start := 0; start < end && (start == 0 || deep); start++ {
+				if ok, _ := path.Match(p, strings.Join(parts[start:end], "/")); ok {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
