@@ -105,7 +105,9 @@ testdata/bad_duration.yaml:11:14: routes[0].timeout: must be > 0`},
 	{"bad_garbled_cert.yaml", `testdata/bad_garbled_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate garbled.pem: no PEM certificate block found`},
 	{"bad_key_source.yaml", `testdata/bad_key_source.yaml:6:15: policies.per-thing.key[1]: unknown key source "user" (want ip, header:NAME, query:NAME, cookie:NAME, json:FIELD, route, method, path or global)
 testdata/bad_key_source.yaml:6:21: policies.per-thing.key[2]: invalid header name "" in key source "header:"
-testdata/bad_key_source.yaml:6:32: policies.per-thing.key[3]: invalid JSON field "a..b" in key source "json:a..b": want a name or a dotted path, like json:user.id`},
+testdata/bad_key_source.yaml:6:32: policies.per-thing.key[3]: invalid JSON field "a..b" in key source "json:a..b": want a name or a dotted path, like json:user.id
+testdata/bad_key_source.yaml:10:79: routes[0].limits[1].key[0]: must be a single value, not a mapping (write header:X-API-Key, without a space after the colon)
+testdata/bad_key_source.yaml:18:13: routes[1].limits[0].key[0]: must be a single value, not a mapping (write json:phone, without a space after the colon)`},
 	{"bad_match.yaml", `testdata/bad_match.yaml:5:13: routes[0].match.host: invalid host "api.example.com:8443": want a name like api.example.com or *.example.com, without port
 testdata/bad_match.yaml:6:13: routes[0].match.path: must start with /
 testdata/bad_match.yaml:7:7: routes[0].match.path_prefix: set path or path_prefix, not both

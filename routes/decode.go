@@ -103,6 +103,21 @@ func kindName(n *yaml.Node) string {
 	return "a scalar"
 }
 
+// spacedSource says how to write a key source typed with a space after
+// its colon, "header: X-API-Key", which YAML reads as a mapping; "" for
+// any other node.
+func spacedSource(n *yaml.Node) string {
+	m := deref(n)
+	if m.Kind != yaml.MappingNode || len(m.Content) != 2 || m.Content[0].Kind != yaml.ScalarNode || m.Content[1].Kind != yaml.ScalarNode {
+		return ""
+	}
+	switch k := m.Content[0].Value; k {
+	case "header", "query", "cookie", "json":
+		return fmt.Sprintf(" (write %s:%s, without a space after the colon)", k, m.Content[1].Value)
+	}
+	return ""
+}
+
 // entries returns the pairs of mapping n in file order, merge keys (<<)
 // resolved, each key appearing once. A null n is an empty mapping.
 func (d *decoder) entries(n *yaml.Node, path string) []entry {
@@ -203,7 +218,7 @@ func (d *decoder) text(n *yaml.Node, path string) (s string, ok bool) {
 		return "", false
 	}
 	if deref(n).Kind != yaml.ScalarNode {
-		d.errorf(n, path, "must be a single value, not %s", kindName(n))
+		d.errorf(n, path, "must be a single value, not %s%s", kindName(n), spacedSource(n))
 		return "", false
 	}
 	s, err := expand(deref(n).Value, d.env)
