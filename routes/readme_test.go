@@ -225,3 +225,49 @@ func TestExampleConfigCommentedBlocks(t *testing.T) {
 		t.Errorf("got global-api %+v, want the example's sync: lease policy", p)
 	}
 }
+
+// TestREADMEConfigFiles keeps every configuration README shows as a whole
+// file (a yaml block with a top-level routes: or listen:, unless the text
+// before it calls it a fragment) one that validate accepts, with the
+// files it names beside it and no environment variable set.
+func TestREADMEConfigFiles(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(readme), "\n")
+	checked := 0
+	for i := 0; i < len(lines); i++ {
+		if lines[i] != "```yaml" {
+			continue
+		}
+		start := i + 1
+		end := start
+		for end < len(lines) && lines[end] != "```" {
+			end++
+		}
+		block := strings.Join(lines[start:end], "\n") + "\n"
+		// The paragraph before the block says what it is.
+		before := i - 1
+		for before > 0 && lines[before-1] != "" {
+			before--
+		}
+		intro := strings.Join(lines[max(before, 0):i], " ")
+		i = end
+		whole := func(l string) bool { return strings.HasPrefix(l, "routes:") || strings.HasPrefix(l, "listen:") }
+		if !slices.ContainsFunc(lines[start:end], whole) || strings.Contains(intro, "fragment") {
+			continue
+		}
+		checked++
+		dir := t.TempDir()
+		writeCert(t, dir, "certs/api.pem", "certs/api-key.pem")
+		writeCert(t, dir, "pebble-ca.pem", "pebble-ca-key.pem")
+		if _, err := Parse(filepath.Join(dir, "sluice.yaml"), []byte(block), nil); err != nil {
+			t.Errorf("README.md:%d: the configuration there does not validate:\n%v", start+1, err)
+		}
+	}
+	if checked < 4 {
+		t.Errorf("found %d whole configurations in README, want at least 4", checked)
+	}
+}
