@@ -108,6 +108,15 @@ func TestDockerfile(t *testing.T) {
 	for _, in := range ins {
 		switch in.cmd {
 		case "FROM":
+			// The golang image builds with its own release only
+			// (GOTOOLCHAIN=local): one older than go.mod's go line
+			// fails at go mod download.
+			if tag, ok := strings.CutPrefix(in.args, "golang:"); ok {
+				release, _, _ := strings.Cut(tag, "-")
+				if want := goModRelease(t, root); release != want {
+					t.Errorf("Dockerfile:%d: builds with Go %s; go.mod names go %s", in.line, release, want)
+				}
+			}
 			vars = map[string]string{}
 			image = map[string]bool{}
 			owned = map[string]bool{}
@@ -198,6 +207,20 @@ func TestDockerfile(t *testing.T) {
 	if !owned[acmeVolume] {
 		t.Errorf("the image has no %s owned by its user, for the ACME volume README names", acmeVolume)
 	}
+}
+
+// goModRelease is the Go release the go line of root's go.mod names.
+func goModRelease(t *testing.T, root string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	return string(m[1])
 }
 
 // acmeVolume is where README tells to mount a volume for tls.acme.storage.
