@@ -214,8 +214,14 @@ testdata/bad_types.yaml:8:10: policies.per-ip.key: must be a list, not a mapping
 testdata/bad_types.yaml:9:13: policies.per-ip.shadow: must be true or false, not "yes"
 testdata/bad_types.yaml:11:3: routes: must be a list, not a mapping`},
 	{"bad_unknown_algorithm.yaml", `testdata/bad_unknown_algorithm.yaml:3:16: policies.per-ip.algorithm: unknown algorithm "foo" (want token_bucket, leaky_bucket, fixed_window, sliding_window_log or sliding_window_counter)`},
+	// A typo is named with the field it likely stands for.
 	{"bad_unknown_field.yaml", `testdata/bad_unknown_field.yaml:3:1: bogus: unknown field
-testdata/bad_unknown_field.yaml:7:31: routes[0].match.method: unknown field`},
+testdata/bad_unknown_field.yaml:7:31: routes[0].match.method: unknown field (did you mean methods?)
+testdata/bad_unknown_field.yaml:9:1: polices: unknown field (did you mean policies?)
+testdata/bad_unknown_field.yaml:12:5: policies.per-key.limit: required
+testdata/bad_unknown_field.yaml:12:5: policies.per-key.window: required
+testdata/bad_unknown_field.yaml:13:5: policies.per-key.limt: unknown field (did you mean limit?)
+testdata/bad_unknown_field.yaml:14:5: policies.per-key.Window: unknown field (did you mean window?)`},
 	{"bad_unknown_policy.yaml", `testdata/bad_unknown_policy.yaml:6:22: routes[0].limits[1]: unknown policy "per-key"`},
 	// With no trusted_proxies, every peer is untrusted and the fields it
 	// could name its client by are removed from each request: a key on
@@ -496,5 +502,31 @@ func TestLoadAdmin(t *testing.T) {
 				t.Errorf("got %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestNearestField: a suggestion is close enough to be the intended
+// field, and none is made for a name merely short.
+func TestNearestField(t *testing.T) {
+	t.Parallel()
+	known := []string{"algorithm", "limit", "window", "burst", "queue", "max_wait", "key", "shadow", "methods", "path_prefix"}
+	for _, tc := range []struct{ name, want string }{
+		{"limt", " (did you mean limit?)"},
+		{"Limit", " (did you mean limit?)"},
+		{"burts", " (did you mean burst?)"},
+		{"keys", " (did you mean key?)"},
+		{"method", " (did you mean methods?)"},
+		{"path_prefx", " (did you mean path_prefix?)"},
+		{"maxwait", " (did you mean max_wait?)"},
+		{"algoritm", " (did you mean algorithm?)"},
+		{"windw", " (did you mean window?)"},
+		{"rate", ""}, // no field one edit away
+		{"ky", " (did you mean key?)"},
+		{"db", ""},
+		{"bogus", ""},
+	} {
+		if got := nearestField(tc.name, known); got != tc.want {
+			t.Errorf("nearestField(%q): got %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -193,12 +193,55 @@ func (d *decoder) fields(n *yaml.Node, path string, known ...string) map[string]
 	out := map[string]entry{}
 	for _, e := range d.entries(n, path) {
 		if !contains(known, e.key.Value) {
-			d.errorf(e.key, field(path, e.key.Value), "unknown field")
+			d.errorf(e.key, field(path, e.key.Value), "unknown field%s", nearestField(e.key.Value, known))
 			continue
 		}
 		out[e.key.Value] = e
 	}
 	return out
+}
+
+// nearestField names the known field an unknown one is likely a typo of:
+// the same in other letter case, one edit away (a letter added, dropped,
+// changed, or two swapped), or two for a name of 6 letters or more; ""
+// when none is.
+func nearestField(name string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if dist := editDistance(strings.ToLower(name), k); dist < bestDist && (dist <= 1 || len(name) >= 6) {
+			best, bestDist = k, dist
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// editDistance is the number of single-letter insertions, deletions,
+// substitutions and swaps of adjacent letters that turn a into b.
+func editDistance(a, b string) int {
+	prev2 := make([]int, len(b)+1)
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(b)]
 }
 
 func contains(list []string, s string) bool {
