@@ -222,7 +222,8 @@ testdata/bad_unknown_field.yaml:12:5: policies.per-key.limit: required
 testdata/bad_unknown_field.yaml:12:5: policies.per-key.window: required
 testdata/bad_unknown_field.yaml:13:5: policies.per-key.limt: unknown field (did you mean limit?)
 testdata/bad_unknown_field.yaml:14:5: policies.per-key.Window: unknown field (did you mean window?)`},
-	{"bad_unknown_policy.yaml", `testdata/bad_unknown_policy.yaml:6:22: routes[0].limits[1]: unknown policy "per-key"`},
+	{"bad_unknown_policy.yaml", `testdata/bad_unknown_policy.yaml:6:22: routes[0].limits[1]: unknown policy "per-key"
+testdata/bad_unknown_policy.yaml:6:31: routes[0].limits[2]: unknown policy "per_ip" (did you mean per-ip?)`},
 	// With no trusted_proxies, every peer is untrusted and the fields it
 	// could name its client by are removed from each request: a key on
 	// one would put every client in one bucket, a match on one never

@@ -201,10 +201,10 @@ func (d *decoder) fields(n *yaml.Node, path string, known ...string) map[string]
 	return out
 }
 
-// nearestField names the known field an unknown one is likely a typo of:
-// the same in other letter case, one edit away (a letter added, dropped,
-// changed, or two swapped), or two for a name of 6 letters or more; ""
-// when none is.
+// nearestField names the known field (or policy) an unknown name is
+// likely a typo of: the same in other letter case, one edit away (a
+// letter added, dropped, changed, or two swapped), or two for a name of 6
+// letters or more; "" when none is. The first of known wins a tie.
 func nearestField(name string, known []string) string {
 	best, bestDist := "", 3
 	for _, k := range known {

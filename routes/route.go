@@ -3,6 +3,7 @@ package routes
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -267,7 +268,7 @@ func (d *decoder) route(n *yaml.Node, path string, named map[string]*policyDef, 
 			var known bool
 			def, known = named[name]
 			if !known {
-				d.errorf(ln, p, "unknown policy %q", name)
+				d.errorf(ln, p, "unknown policy %q%s", name, nearestField(name, slices.Sorted(maps.Keys(named))))
 				continue
 			}
 			if first, dup := used[name]; dup {
