@@ -99,7 +99,8 @@ testdata/bad_cidr.yaml:5:5: trusted_proxies[3]: invalid CIDR "not-an-ip": want a
 testdata/bad_duplicate_route.yaml:6:5: routes[2].name: required`},
 	{"bad_duration.yaml", `testdata/bad_duration.yaml:1:19: shutdown_timeout: invalid duration "15" (want a number and a unit, like 500ms, 1m or 1h)
 testdata/bad_duration.yaml:6:13: policies.per-ip.window: invalid duration "10x" (want a number and a unit, like 500ms, 1m or 1h)
-testdata/bad_duration.yaml:11:14: routes[0].timeout: must be > 0`},
+testdata/bad_duration.yaml:8:12: policies.per-ip.block: invalid duration "1 h" (write 1h, without spaces)
+testdata/bad_duration.yaml:12:14: routes[0].timeout: must be > 0`},
 	{"bad_flush_interval.yaml", `testdata/bad_flush_interval.yaml:5:19: log.flush_interval: must be >= 0`},
 	{"bad_chain_cert.yaml", `testdata/bad_chain_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate chain.pem: certificate 2 of the chain: x509: malformed certificate`},
 	{"bad_garbled_cert.yaml", `testdata/bad_garbled_cert.yaml:3:18: tls.certificates[0].cert_file: loading certificate garbled.pem: no PEM certificate block found`},

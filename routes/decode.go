@@ -354,6 +354,11 @@ func durationProblem(s string, err error) string {
 	if durationSyntax.MatchString(s) {
 		return fmt.Sprintf("invalid duration %q: too long (at most %s)", s, time.Duration(math.MaxInt64))
 	}
+	if joined := strings.Join(strings.Fields(s), ""); joined != s {
+		if _, err := time.ParseDuration(joined); err == nil {
+			return fmt.Sprintf("invalid duration %q (write %s, without spaces)", s, joined)
+		}
+	}
 	msg := fmt.Sprintf("invalid duration %q (want a number and a unit, like 500ms, 1m or 1h", s)
 	var unit string
 	if _, err := fmt.Sscanf(err.Error(), "time: unknown unit %q in duration", &unit); err == nil {
