@@ -132,8 +132,9 @@ func canonicalPath(u *url.URL) error {
 }
 
 // cleanHeaders drops the fields that must reach neither the matcher nor
-// the upstream: names containing "_" (WSGI and CGI upstreams read
-// X_Forwarded_For as X-Forwarded-For), fields named in Connection (hop by
+// the upstream: names containing "_" or "." (see routes.DroppedField:
+// WSGI and CGI upstreams read X_Forwarded_For as X-Forwarded-For, PHP
+// X.Forwarded.For), fields named in Connection (hop by
 // hop: the upstream never gets them, so neither do routes and keys), an
 // Upgrade to anything but WebSocket, and from an untrusted peer the
 // forwarding fields. It trims the spaces and tabs around every value, as
@@ -141,7 +142,7 @@ func canonicalPath(u *url.URL) error {
 // would be keys of their own), and so does an HTTP/1 continuation line.
 func cleanHeaders(h http.Header, trusted bool) {
 	for name, vs := range h {
-		if strings.IndexByte(name, '_') >= 0 || !trusted && routes.ForwardingField(name) {
+		if routes.DroppedField(name) || !trusted && routes.ForwardingField(name) {
 			delete(h, name)
 			continue
 		}

@@ -269,6 +269,7 @@ func TestCanonicalRequest(t *testing.T) {
 		{"host default port", req("GET /v1/host HTTP/1.1", []string{"Host: acme.example.com:80"}, ""), 200, "GET", "/host/v1/host", []string{"acme.example.com|GET|/v1/host"}, nil},
 		{"path key without parameters", req("get /v1/host;x HTTP/1.1", nil, ""), 200, "GET", "/host/v1/host;x", []string{"acme.example.com|GET|/v1/host"}, nil},
 		{"underscore header", req("GET /v1/keyed HTTP/1.1", []string{"X_Forwarded_For: 198.51.100.1", "X_API_Key: k"}, ""), 200, "GET", "/keyed/keyed", []string{"||"}, []string{"X_forwarded_for", "X_api_key"}},
+		{"dotted header", req("GET /v1/keyed HTTP/1.1", []string{"X.Forwarded.For: 198.51.100.1", "X-API-Key: k", "X.API.Key: victim"}, ""), 200, "GET", "/keyed/keyed", []string{"k||"}, []string{"X.forwarded.for", "X.api.key"}},
 		{"header named in Connection is no key", req("GET /v1/keyed HTTP/1.1", []string{"X-API-Key: k", "Connection: X-API-Key"}, ""), 200, "GET", "/keyed/keyed", []string{"||"}, []string{"X-Api-Key"}},
 		{"header named in Connection matches nothing", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2", "Connection: x-api-version"}, ""), 200, "GET", "/all/v1/v2", nil, []string{"X-Api-Version"}},
 		{"header matches folded", req("GET /v1/v2 HTTP/1.1", []string{"X-Api-Version: 2\r\n "}, ""), 200, "GET", "/v2/v1/v2", []string{"127.0.0.1"}, nil},

@@ -82,6 +82,11 @@ routes:
     upstream: %[1]s/aspcookie
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
+  - name: phpheader
+    match: {path_prefix: /v1/server-php}
+    upstream: %[1]s/serverphp
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [header:X-Api-Key]}
 `
 
 // frameworkRig is a gateway in front of an upstream that answers with the
@@ -126,6 +131,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readLodashGet(body, "user.phone")
 		case strings.HasPrefix(r.URL.Path, "/aspcookie"):
 			who = readASPNetCookies(r.Header.Values("Cookie"))["sid"]
+		case strings.HasPrefix(r.URL.Path, "/serverphp"):
+			who = readPHPServerHeader(r.Header, "HTTP_X_API_KEY")
 		}
 		rig.mu.Lock()
 		rig.read[who]++
@@ -638,4 +645,45 @@ func shortRaw(s string) string {
 		return s[:80] + "..." + s[len(s)-80:]
 	}
 	return s
+}
+
+// PHP 8.2.36's built-in server names a request field in $_SERVER as
+// HTTP_ and the name upper-cased with "-" made "_", and then, as for every
+// variable it registers, "." made "_" too: X.Api.Key is
+// $_SERVER['HTTP_X_API_KEY'], and beside X-Api-Key it won in either
+// order. (PHP-FPM registers the FastCGI parameters a web server passes
+// it the same way.) sluice keyed X-Api-Key, a new decoy each time.
+func TestFrameworkPHPServerDottedHeader(t *testing.T) {
+	for _, dotted := range []string{"X.Api.Key", "X-Api.Key", "X.Api-Key"} {
+		t.Run(dotted, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			var raws []string
+			for i := 0; i < 6; i++ {
+				raws = append(raws, getRaw("/v1/server-php", fmt.Sprintf("X-Api-Key: rot%d\r\n%s: victim\r\n", i, dotted)))
+			}
+			rig.attack(t, "victim", raws)
+		})
+	}
+}
+
+// readPHPServerHeader reads the $_SERVER entry want as PHP's built-in
+// server registers the fields h holds: a name PHP reached through "."
+// wins over the one without.
+func readPHPServerHeader(h http.Header, want string) string {
+	var plain, dotted string
+	for name, vs := range h {
+		php := "HTTP_" + strings.NewReplacer("-", "_", ".", "_", " ", "_").Replace(strings.ToUpper(name))
+		if php != want || len(vs) == 0 {
+			continue
+		}
+		if strings.Contains(name, ".") {
+			dotted = vs[0]
+		} else {
+			plain = vs[0]
+		}
+	}
+	if dotted != "" {
+		return dotted
+	}
+	return plain
 }

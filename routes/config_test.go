@@ -147,6 +147,8 @@ testdata/bad_names.yaml:7:11: routes[1].name: "(unmatched)" is the route label o
 testdata/bad_hop_by_hop.yaml:6:64: routes[0].limits[0].key[0]: key source "header:proxy-authorization": Proxy-Authorization is a hop-by-hop field: the upstream never gets it`},
 	{"bad_underscore_header.yaml", `testdata/bad_underscore_header.yaml:3:23: routes[0].match.headers.X_Tier: X_Tier contains "_": sluice drops such fields before matching, as nginx does, so no route may match on it
 testdata/bad_underscore_header.yaml:6:64: routes[0].limits[0].key[0]: key source "header:X_Api_Key": X_Api_Key contains "_": sluice drops such fields before keying, as nginx does, so its value would always be empty`},
+	{"bad_dotted_header.yaml", `testdata/bad_dotted_header.yaml:3:23: routes[0].match.headers.X.Tier: X.Tier contains ".": sluice drops such fields before matching, as nginx does, so no route may match on it
+testdata/bad_dotted_header.yaml:6:64: routes[0].limits[0].key[0]: key source "header:X.Api.Key": X.Api.Key contains ".": sluice drops such fields before keying, as nginx does, so its value would always be empty`},
 	{"bad_listeners.yaml", `testdata/bad_listeners.yaml:1:9: listen: ":9091" overlaps admin ("127.0.0.1:9091", the default): two listeners cannot bind one address and port
 testdata/bad_listeners.yaml:3:11: tls.listen: "[::ffff:127.0.0.1]:9091" overlaps listen (":9091"): two listeners cannot bind one address and port`},
 	{"bad_max_keys.yaml", `testdata/bad_max_keys.yaml:2:80: policies.per-ip.max_keys: must be > 0

@@ -120,7 +120,7 @@ func parseSourceKind(s string) (source, error) {
 		if !validToken(name) {
 			return source{}, fmt.Errorf("invalid header name %q in key source %q", name, s)
 		}
-		if strings.IndexByte(name, '_') >= 0 {
+		if DroppedField(name) {
 			return source{}, fmt.Errorf("key source %q: %s, so its value would always be empty", s, underscored(name, "keying"))
 		}
 		c := textproto.CanonicalMIMEHeaderKey(name)
@@ -187,12 +187,22 @@ func HopByHop(name string) error {
 	return nil
 }
 
-// underscored says why a header field whose name contains "_" can be
+// DroppedField reports whether sluice drops the header field called name
+// before matching, keying and forwarding, as nginx drops it by default:
+// its name contains "_" (WSGI and CGI upstreams read X_Forwarded_For as
+// X-Forwarded-For) or "." (PHP makes "." in the name of every variable it
+// registers "_", $_SERVER's too: X.Api.Key is its HTTP_X_API_KEY).
+func DroppedField(name string) bool { return strings.ContainsAny(name, "_.") }
+
+// underscored says why a header field that DroppedField drops can be
 // neither matched nor keyed on: the gateway drops such fields before it
-// does either (WSGI and CGI upstreams read X_Forwarded_For as
-// X-Forwarded-For), so a route or a key naming one would never see it.
+// does either, so a route or a key naming one would never see it.
 func underscored(name, doing string) string {
-	return fmt.Sprintf("%s contains \"_\": sluice drops such fields before %s, as nginx does", name, doing)
+	c := "_"
+	if strings.IndexByte(name, '_') < 0 {
+		c = "."
+	}
+	return fmt.Sprintf("%s contains %q: sluice drops such fields before %s, as nginx does", name, c, doing)
 }
 
 // validToken reports whether s is an RFC 9110 token, the syntax of header

@@ -436,7 +436,7 @@ func (d *decoder) match(n *yaml.Node, path string, rt *Route) {
 		case HopByHop(name) != nil:
 			d.errorf(e.key, p, "%v, so no route may match on it", HopByHop(name))
 			continue
-		case strings.IndexByte(e.key.Value, '_') >= 0:
+		case DroppedField(e.key.Value):
 			d.errorf(e.key, p, "%s, so no route may match on it", underscored(e.key.Value, "matching"))
 			continue
 		case d.noTrusted && ForwardingField(name):
