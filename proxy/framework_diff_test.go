@@ -87,6 +87,11 @@ routes:
     upstream: %[1]s/serverphp
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [header:X-Api-Key]}
+  - name: werkzeug
+    match: {path: /v1/werkzeug/otp, methods: [POST]}
+    upstream: %[1]s/werkzeug
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [json:phone]}
 `
 
 // frameworkRig is a gateway in front of an upstream that answers with the
@@ -133,6 +138,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readASPNetCookies(r.Header.Values("Cookie"))["sid"]
 		case strings.HasPrefix(r.URL.Path, "/serverphp"):
 			who = readPHPServerHeader(r.Header, "HTTP_X_API_KEY")
+		case strings.HasPrefix(r.URL.Path, "/werkzeug"):
+			who = readWerkzeugJSON(r.Header.Get("Content-Type"), body, "phone")
 		}
 		rig.mu.Lock()
 		rig.read[who]++
@@ -686,4 +693,44 @@ func readPHPServerHeader(h http.Header, want string) string {
 		return dotted
 	}
 	return plain
+}
+
+// Flask 2.2.2 (Werkzeug 2.2.2) reads a body as JSON when the media type
+// of its Content-Type is application/json or application/*+json, and
+// takes as the media type what comes before the first ";", "," or blank:
+// "application/json, text/plain" and "application/json text/plain" are
+// JSON to request.get_json(). sluice read the body of neither, and keyed
+// them the empty value: a bucket whose budget a guesser got on top of the
+// victim's own.
+func TestFrameworkWerkzeugContentTypeList(t *testing.T) {
+	for _, ctype := range []string{"application/json, text/plain", "application/json text/plain", "application/json\t,x"} {
+		t.Run(ctype, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			var raws []string
+			for i := 0; i < 6; i++ {
+				ct := ctype
+				if i < frameworkLimit {
+					ct = "application/json"
+				}
+				raws = append(raws, postJSON("/v1/werkzeug/otp", ct, `{"phone":"victim"}`))
+			}
+			rig.attack(t, "victim", raws)
+		})
+	}
+}
+
+// readWerkzeugJSON reads field of body as Flask's request.get_json does
+// for the Content-Type ctype.
+func readWerkzeugJSON(ctype string, body []byte, field string) string {
+	ctype = strings.TrimLeft(ctype, " \t")
+	mt := strings.ToLower(ctype[:len(ctype)-len(strings.TrimLeft(ctype, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~/"))])
+	if mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		return ""
+	}
+	var m map[string]any
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	s, _ := m[field].(string)
+	return s
 }

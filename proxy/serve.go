@@ -210,6 +210,9 @@ func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex
 		case len(ct) > 1:
 			problem.Error(w, http.StatusBadRequest, "Content-Type is given more than once; json: key sources need one")
 			return s, rt, false
+		case len(ct) == 1 && routes.MediaTypeProblem(ct[0]) != "":
+			problem.Error(w, http.StatusBadRequest, routes.MediaTypeProblem(ct[0]))
+			return s, rt, false
 		case len(ct) == 1 && routes.IsJSON(ct[0]):
 			why := routes.JSONCharsetProblem(ct[0])
 			if why == "" {

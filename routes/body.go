@@ -101,6 +101,22 @@ func (b *Body) EncodingProblem() string {
 	return ""
 }
 
+// MediaTypeProblem says why the Content-Type value contentType may name
+// a JSON body to an upstream while json: sources read none, or "" when
+// its media type (what comes before the first ";", blanks around it
+// aside) holds no "," and no blank. Werkzeug (Flask) takes as the media
+// type what comes before the first ";", "," or blank, so
+// "application/json, text/plain" (a list, as two Content-Type fields
+// joined make) and "application/json text/plain" are JSON to it, and
+// another type to IsJSON: every guess would share the empty value.
+func MediaTypeProblem(contentType string) string {
+	t, _, _ := strings.Cut(contentType, ";")
+	if strings.ContainsAny(strings.Trim(t, " \t"), ", \t") {
+		return "Content-Type holds more than one media type; json: key sources need one"
+	}
+	return ""
+}
+
 // IsJSON reports whether a Content-Type value names a JSON body:
 // application/json or application/*+json, parameters and letter case
 // aside. Only such bodies are read by json: key sources; an upstream would

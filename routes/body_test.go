@@ -80,6 +80,24 @@ func TestJSONKey(t *testing.T) {
 	}
 }
 
+func TestMediaTypeProblem(t *testing.T) {
+	t.Parallel()
+	for ct, want := range map[string]bool{
+		"application/json":                      false,
+		" application/json ; charset=utf-8":     false,
+		"application/json;a=\"b, c\"":           false,
+		"application/json, text/plain":          true,
+		"application/json,":                     true,
+		"application/json text/plain":           true,
+		"application/json\t;charset=utf-8, x/y": false,
+		"text/plain, application/json":          true,
+	} {
+		if got := MediaTypeProblem(ct) != ""; got != want {
+			t.Errorf("MediaTypeProblem(%q) != \"\": got %v, want %v", ct, got, want)
+		}
+	}
+}
+
 func TestIsJSON(t *testing.T) {
 	t.Parallel()
 	for ct, want := range map[string]bool{
