@@ -92,6 +92,16 @@ routes:
     upstream: %[1]s/werkzeug
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [json:phone]}
+  - name: flaskquery
+    match: {path_prefix: /v1/flask-query}
+    upstream: %[1]s/flaskquery
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+  - name: flaskcookie
+    match: {path_prefix: /v1/flask-cookie}
+    upstream: %[1]s/flaskcookie
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
 `
 
 // frameworkRig is a gateway in front of an upstream that answers with the
@@ -140,6 +150,10 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readPHPServerHeader(r.Header, "HTTP_X_API_KEY")
 		case strings.HasPrefix(r.URL.Path, "/werkzeug"):
 			who = readWerkzeugJSON(r.Header.Get("Content-Type"), body, "phone")
+		case strings.HasPrefix(r.URL.Path, "/flaskquery"):
+			who = readWerkzeugQuery(r.URL.RawQuery, "api_key")
+		case strings.HasPrefix(r.URL.Path, "/flaskcookie"):
+			who = readWerkzeugCookie(r.Header.Values("Cookie"), "sid")
 		}
 		rig.mu.Lock()
 		rig.read[who]++
@@ -733,4 +747,65 @@ func readWerkzeugJSON(ctype string, body []byte, field string) string {
 	}
 	s, _ := m[field].(string)
 	return s
+}
+
+// Flask 2.2.2 (Werkzeug 2.2.2) finds a query parameter or a cookie by its
+// exact name: API_KEY, api.key, api_key[] and [api_key] are no api_key to
+// request.args, and SID, s%69d and a sid after a comma (x=1,sid=k is the
+// cookie x, "1,sid=k") no sid to request.cookies. Django 3.2.25, Python
+// 3.11's parse_qs and SimpleCookie, and for most of them PHP 8.2.36 and
+// Rack 2.2.22, read them so too. Such a request is anonymous to the
+// upstream, and must share the empty value's bucket, not be keyed on a
+// fresh value each time.
+func TestFrameworkWerkzeugAliasIsAbsent(t *testing.T) {
+	for _, tc := range []struct{ name, target, cookie string }{
+		{"query in another letter case", "/v1/flask-query?API_KEY=rot%d", ""},
+		{"query as PHP names it", "/v1/flask-query?api.key=rot%d", ""},
+		{"query as an array", "/v1/flask-query?api_key[]=rot%d", ""},
+		{"query in brackets", "/v1/flask-query?[api_key]=rot%d", ""},
+		{"cookie in another letter case", "/v1/flask-cookie", "SID=rot%d"},
+		{"cookie name escaped", "/v1/flask-cookie", "s%%69d=rot%d"},
+		{"cookie after a comma", "/v1/flask-cookie", "x=1,sid=rot%d"},
+		{"cookie as an array", "/v1/flask-cookie", "sid[]=rot%d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			var raws []string
+			for i := 0; i < 6; i++ {
+				if tc.cookie != "" {
+					raws = append(raws, getRaw(tc.target, "Cookie: "+fmt.Sprintf(tc.cookie, i)+"\r\n"))
+				} else {
+					raws = append(raws, getRaw(fmt.Sprintf(tc.target, i), ""))
+				}
+			}
+			rig.attack(t, "", raws)
+		})
+	}
+}
+
+// readWerkzeugQuery reads the query parameter name as request.args.get
+// does: the first parameter of exactly that name, escapes decoded.
+func readWerkzeugQuery(raw, name string) string {
+	for _, kv := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k, err := url.QueryUnescape(k); err == nil && k == name {
+			v, _ = url.QueryUnescape(v)
+			return v
+		}
+	}
+	return ""
+}
+
+// readWerkzeugCookie reads the cookie name as request.cookies.get does:
+// cookies end at ";" only, and names are compared as sent.
+func readWerkzeugCookie(lines []string, name string) string {
+	for _, l := range lines {
+		for _, c := range strings.Split(l, ";") {
+			k, v, _ := strings.Cut(strings.TrimSpace(c), "=")
+			if k == name {
+				return strings.Trim(v, `"`)
+			}
+		}
+	}
+	return ""
 }

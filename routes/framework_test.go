@@ -71,9 +71,16 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		// ASP.NET Core finds query parameters and cookies by name ignoring
 		// case, the first value of a parameter and the last of a cookie
 		// winning: "API_KEY" is a second api_key, and "SID" a second sid.
-		{"query in another letter case", "query:api_key", "/?API_KEY=victim", "", "victim", ""},
+		// Alone, each is refused: Flask, Django, PHP and Rack read no
+		// api_key or sid in them at all.
+		{"query in another letter case", "query:api_key", "/?API_KEY=victim", "", "", "another spelling"},
 		{"query twice in two letter cases", "query:api_key", "/?API_KEY=victim&api_key=rot1", "", "", "more than once"},
-		{"cookie in another letter case", "cookie:sid", "/", "SID=victim", "victim", ""},
+		{"cookie in another letter case", "cookie:sid", "/", "SID=victim", "", "another spelling"},
+		{"cookie escaped name", "cookie:sid", "/", "s%69d=victim", "", "another spelling"},
+		{"cookie after a comma alone", "cookie:sid", "/", "x=1,sid=victim", "", "after a comma"},
+		// Express, Koa and Fastify read sid=victim,x=1 as the value
+		// "victim,x=1" (see "cookie value cut at a comma").
+		{"cookie before a comma", "cookie:sid", "/", "sid=victim,x=1", "", "holds a comma"},
 		{"cookie twice in two letter cases", "cookie:sid", "/", "sid=rot1; SID=victim", "", "more than once"},
 		// ASP.NET Core also ends a cookie at a comma, and, where a
 		// cookie does not parse, tries again one byte further on, so
@@ -81,10 +88,11 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		// http.cookies splits cookies at spaces.
 		{"cookie after a comma", "cookie:sid", "/", "sid=rot1,sid=victim", "", "more than once"},
 		// Express, Koa and Fastify read on past the comma: a value cut
-		// at one is refused.
+		// at one is refused, and a cookie after another's comma is the
+		// value of that other to them, as to Flask, Django and Rack.
 		{"cookie value cut at a comma", "cookie:sid", "/", "sid=victim,x", "", "comma"},
 		{"cookie value cut at a comma after blanks", "cookie:sid", "/", "sid=victim ,x", "", "comma"},
-		{"cookie after another's comma", "cookie:sid", "/", "a=1,sid=victim", "victim", ""},
+		{"cookie after another's comma", "cookie:sid", "/", "a=1,sid=victim", "", "after a comma"},
 		{"cookie hidden after a quote", "cookie:sid", "/", `sid=rot1; a=x"sid=victim`, "", "inside another"},
 		{"cookie hidden in a name", "cookie:sid", "/", `sid=rot1; x@sid=victim`, "", "inside another"},
 		{"cookie hidden after a space", "cookie:sid", "/", `sid=rot1; a=x sid=victim`, "", "inside another"},

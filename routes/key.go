@@ -292,9 +292,9 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 				if n := strings.Count(r.URL.RawQuery, "&") + 1; n > maxQueryParams {
 					return dst, &AmbiguousError{Source: s.text, Why: fmt.Sprintf("the query has more than %d parameters, past which frameworks stop reading it", maxQueryParams)}
 				}
-				var garbled bool
-				if dst, ok, garbled = appendQuery(dst, r.URL.RawQuery, s.name); garbled {
-					return dst, &AmbiguousError{Source: s.text, Why: "the parameter's value is not UTF-8 once decoded, which frameworks read in different ways"}
+				var why string
+				if dst, ok, why = appendQuery(dst, r.URL.RawQuery, s.name); why != "" {
+					return dst, &AmbiguousError{Source: s.text, Why: why}
 				}
 			}
 		case srcCookie:
@@ -347,16 +347,22 @@ func AppendClient(dst []byte, a netip.Addr) []byte {
 // appendQuery writes the value of parameter name in raw, decoding it only
 // when it is escaped. It reports false when name occurs more than once,
 // counting every parameter that an upstream framework reads as name (see
-// sameName). It reports garbled when the value is not UTF-8 once
-// decoded, which frameworks read each their own way, as observed behind
-// sluice: Express 5.3.0's and Koa 3.3.0's node:querystring and hapi
-// 21.4.13's URLSearchParams read each bad sequence as U+FFFD, so that
-// %FF, %FE and %EF%BF%BD are one value to them; Express's qs 6.17.1 and
-// Fastify 5.12.8's fast-querystring keep a value with an escape that
-// does not decode as it was sent, so that %FF and %25FF are one; PHP
-// reads the bytes.
-func appendQuery(dst []byte, raw, name string) (out []byte, ok, garbled bool) {
-	found := false
+// sameName). It reports why, and false, when the one such parameter is
+// named otherwise than name, escapes decoded (API_KEY, api.key,
+// api_key[]): frameworks that read it as name are as many as those that
+// read no name at all (Flask, Django and Python's parse_qs read neither
+// of those three as api_key), and to the latter the request is one
+// without the parameter, which must share the empty value's bucket. It
+// reports why, and false, too when the value is not UTF-8 once decoded,
+// which frameworks read each their own way, as observed behind sluice:
+// Express 5.3.0's and Koa 3.3.0's node:querystring and hapi 21.4.13's
+// URLSearchParams read each bad sequence as U+FFFD, so that %FF, %FE and
+// %EF%BF%BD are one value to them, and so do Flask 2.2, Django 3.2 and
+// Python's parse_qs; Express's qs 6.17.1 and Fastify 5.12.8's
+// fast-querystring keep a value with an escape that does not decode as it
+// was sent, so that %FF and %25FF are one; PHP and Rack read the bytes.
+func appendQuery(dst []byte, raw, name string) (out []byte, ok bool, why string) {
+	found, aliased := false, false
 	var val string
 	for raw != "" {
 		var kv string
@@ -366,30 +372,36 @@ func appendQuery(dst []byte, raw, name string) (out []byte, ok, garbled bool) {
 			continue
 		}
 		if found {
-			return dst, false, false
+			return dst, false, ""
 		}
-		found, val = true, v
+		found, val, aliased = true, v, k != name
 	}
 	if !found {
-		return dst, true, false
+		return dst, true, ""
 	}
 	if strings.ContainsAny(val, "%+") {
 		uv, err := url.QueryUnescape(val)
 		if err != nil {
 			// A pair whose escapes do not parse is not forwarded
 			// (see proxy's canonical query): no one reads it.
-			return dst, true, false
+			return dst, true, ""
 		}
-		if !utf8.ValidString(uv) {
-			return dst, true, true
-		}
-		return append(dst, uv...), true, false
+		val = uv
+	}
+	if aliased {
+		return dst, false, queryAliasedWhy
 	}
 	if !utf8.ValidString(val) {
-		return dst, true, true
+		return dst, false, queryNotUTF8Why
 	}
-	return append(dst, val...), true, false
+	return append(dst, val...), true, ""
 }
+
+// Reasons appendQuery gives for refusing a parameter.
+const (
+	queryAliasedWhy = "the query gives it only under another spelling of its name, which some frameworks read as it and others as no such parameter"
+	queryNotUTF8Why = "the parameter's value is not UTF-8 once decoded, which frameworks read in different ways"
+)
 
 // queryParam splits one pair of a query into its name, decoded when it
 // is escaped, and its value as sent; false for an empty pair or a name
@@ -558,22 +570,30 @@ func qsName(k string) string {
 // and as sameName does. Cookies end at a ";" and also at a ",", as
 // ASP.NET Core splits them (so "sid=victim,x" is victim to it, and
 // "sid=a,sid=b" two sids). It reports why, whatever else, when a cookie
-// holds name where only some frameworks see it (see hiddenName), or when
-// the value of name starts with a double quote but is no quoted string
-// that frameworks read alike (see quotedWhole). The value is written as
-// the frameworks that decode it read it (see appendCookieValue).
+// holds name where only some frameworks see it (see hiddenName). It
+// reports why, and false, when the one such cookie is named otherwise
+// than name as sent (SID, s%69d, sid[]) or follows a comma (x=1,sid=k):
+// Flask, Django, Rack and the Node frameworks read no cookie name in
+// these, and to them the request is one without the cookie, which must
+// share the empty value's bucket; likewise when the value of name starts
+// with a double quote but is no quoted string that frameworks read alike
+// (see quotedWhole), or when it is cut at a comma. The value is written
+// as the frameworks that decode it read it (see appendCookieValue).
 func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool, why string) {
-	found, twice, quoted, comma := false, false, false, false
+	found, twice, aliased, quoted, cut := false, false, false, false, false
 	var val string
 	for _, line := range lines {
+		afterComma := false
 		for line != "" {
 			var part string
 			var sep byte
+			comma := afterComma
 			if i := strings.IndexAny(line, ";,"); i >= 0 {
 				part, sep, line = line[:i], line[i], line[i+1:]
 			} else {
 				part, line = line, ""
 			}
+			afterComma = sep == ','
 			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 			if !ok {
 				continue
@@ -581,6 +601,7 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			if !cookieParses(part) && hiddenName(strings.TrimLeft(part, " \t"), name) {
 				return dst, false, hiddenWhy
 			}
+			exact := !comma && strings.TrimSpace(k) == name
 			if k = strings.TrimSpace(k); strings.ContainsAny(k, "%+") {
 				var buf [64]byte
 				k = string(appendUnescaped(buf[:0], k))
@@ -591,18 +612,21 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			// A second one is refused, once the rest of the lines are
 			// looked through for a hidden one.
 			twice = twice || found
-			found, val = true, strings.TrimSpace(v)
+			found, val, aliased = true, strings.TrimSpace(v), !exact
 			quoted = strings.HasPrefix(val, `"`) && !quotedWhole(part, sep)
-			comma = sep == ','
+			cut = sep == ','
 		}
 	}
 	if twice {
 		return dst, false, ""
 	}
+	if aliased {
+		return dst, false, aliasedWhy
+	}
 	if quoted {
 		return dst, false, quotedWhy
 	}
-	if comma {
+	if cut {
 		// ASP.NET Core ends the value at the comma; Express 5.3.0,
 		// Koa 3.3.0 and Fastify 5.12.8 read on to the ";", so that
 		// sid=victim,x and sid=victim%2Cx are one value to them.
@@ -721,6 +745,7 @@ func holdsEscape(s string) bool {
 
 // Reasons appendCookie gives for refusing a cookie.
 const (
+	aliasedWhy      = "the Cookie field gives it only under another spelling of its name, or after a comma, which some frameworks read as it and others as no such cookie"
 	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
 	backslashWhy    = "the cookie's quoted value holds a backslash, which some frameworks decode as an escape and others keep"
 	commaWhy        = "the cookie's value holds a comma, where some frameworks end it and others do not"
@@ -941,14 +966,15 @@ func AppendPathKeyOf(dst []byte, path, rawPath string, fold bool) []byte {
 // AppendQueryKey writes the value of the query source name for the raw
 // query, as the gateway reads it (see appendQuery and Key.Append). It
 // reports false when the gateway answers 400: for a parameter given more
-// than once, a value whose escapes frameworks decode in different ways,
-// or a query of more than maxQueryParams parameters.
+// than once or only under another spelling of its name, a value that is
+// not UTF-8 once decoded, or a query of more than maxQueryParams
+// parameters.
 func AppendQueryKey(dst []byte, raw, name string) ([]byte, bool) {
 	if strings.Count(raw, "&")+1 > maxQueryParams {
 		return dst, false
 	}
-	dst, ok, garbled := appendQuery(dst, raw, name)
-	return dst, ok && !garbled
+	dst, ok, why := appendQuery(dst, raw, name)
+	return dst, ok && why == ""
 }
 
 // KeyMethod is the method source's value: HEAD is keyed GET.
