@@ -254,7 +254,8 @@ func deleteField(h http.Header, tok string) {
 // cleanQuery returns raw reduced to the pairs that parse, as
 // httputil.ReverseProxy would reduce it on the way out: a query with a
 // ";" or a broken escape is re-encoded from what url.ParseQuery keeps, and
-// so is one with a "#", a space or a control character.
+// so is one with a "#", a space, a control character or a byte that is
+// not ASCII.
 // Doing it here means the keys read the query the upstream receives.
 func cleanQuery(raw string) string {
 	if strings.Count(raw, "&") >= maxQueryParams {
@@ -275,7 +276,11 @@ func cleanQuery(raw string) string {
 			}
 			i += 2
 		default:
-			if raw[i] < ' ' {
+			if raw[i] < ' ' || raw[i] >= 0x80 {
+				// Werkzeug's development server and wsgiref (under
+				// Django's runserver) read a raw byte that is not
+				// ASCII as the Latin-1 character it codes: "\xe9" is "%C3%A9" to
+				// them, "%E9" to the keys. Escaped, it is "%E9" to both.
 				return reencodeQuery(raw)
 			}
 		}

@@ -151,7 +151,7 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 		case strings.HasPrefix(r.URL.Path, "/werkzeug"):
 			who = readWerkzeugJSON(r.Header.Get("Content-Type"), body, "phone")
 		case strings.HasPrefix(r.URL.Path, "/flaskquery"):
-			who = readWerkzeugQuery(r.URL.RawQuery, "api_key")
+			who = readWerkzeugQuery(werkzeugDevQuery(r.URL.RawQuery), "api_key")
 		case strings.HasPrefix(r.URL.Path, "/flaskcookie"):
 			who = readWerkzeugCookie(r.Header.Values("Cookie"), "sid")
 		}
@@ -808,4 +808,37 @@ func readWerkzeugCookie(lines []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// Werkzeug 2.2.2's development server (Flask's "flask run"; Django's
+// runserver and Python's wsgiref do the same) reads a byte of the query
+// that is not ASCII as the Latin-1 character it codes, and passes that on
+// as UTF-8: a raw "\xe9" is "%C3%A9" to request.args, so jos\xe9 and
+// jos%C3%A9 were both "jos\u00e9" to it, and two buckets to sluice.
+func TestFrameworkWerkzeugRawQueryByte(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		v := "jos%C3%A9"
+		if i >= frameworkLimit {
+			v = "jos\xe9"
+		}
+		raws = append(raws, getRaw("/v1/flask-query?api_key="+v, ""))
+	}
+	rig.attack(t, "jos\u00e9", raws)
+}
+
+// werkzeugDevQuery is the query raw as Werkzeug's development server hands
+// it to the application: each byte that is not ASCII made the UTF-8 of
+// the Latin-1 character it codes.
+func werkzeugDevQuery(raw string) string {
+	var b strings.Builder
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c >= 0x80 {
+			b.WriteRune(rune(c))
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
