@@ -790,7 +790,7 @@ func readWerkzeugQuery(raw, name string) string {
 		k, v, _ := strings.Cut(kv, "=")
 		if k, err := url.QueryUnescape(k); err == nil && k == name {
 			v, _ = url.QueryUnescape(v)
-			return v
+			return strings.ToValidUTF8(v, "\uFFFD")
 		}
 	}
 	return ""
@@ -803,7 +803,7 @@ func readWerkzeugCookie(lines []string, name string) string {
 		for _, c := range strings.Split(l, ";") {
 			k, v, _ := strings.Cut(strings.TrimSpace(c), "=")
 			if k == name {
-				return strings.Trim(v, `"`)
+				return strings.ToValidUTF8(strings.Trim(v, `"`), "\uFFFD")
 			}
 		}
 	}
@@ -841,4 +841,30 @@ func werkzeugDevQuery(raw string) string {
 		}
 	}
 	return b.String()
+}
+
+// Flask 2.2.2 (Werkzeug 2.2.2), Django 3.2.25 and Python 3.11's parse_qs
+// decode a query value, and Flask and Django a cookie value, as UTF-8
+// with each bad sequence read as U+FFFD: k%F0 and k%F1 were both
+// "k\ufffd" to them, and two buckets to sluice. PHP 8.2.36 and Rack
+// 2.2.22 read the bytes as they are.
+func TestFrameworkWerkzeugInvalidUTF8(t *testing.T) {
+	for _, tc := range []struct{ name, target, cookie string }{
+		{"query", "/v1/flask-query?api_key=k%%%X", ""},
+		{"cookie", "/v1/flask-cookie", "sid=k%s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			var raws []string
+			for i := 0; i < 6; i++ {
+				b := byte(0xf0 + i)
+				if tc.cookie != "" {
+					raws = append(raws, getRaw(tc.target, "Cookie: "+fmt.Sprintf(tc.cookie, string([]byte{b}))+"\r\n"))
+				} else {
+					raws = append(raws, getRaw(fmt.Sprintf(tc.target, b), ""))
+				}
+			}
+			rig.attack(t, "k\uFFFD", raws)
+		})
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -87,10 +88,16 @@ func FuzzKeyQuery(f *testing.F) {
 				aliased = aliased || k != name
 			}
 		}
-		if len(same) == 1 && aliased {
+		if len(same) == 1 && (aliased || !utf8.ValidString(same[0])) {
+			if err == nil && len(got) == 0 && same[0] == "" {
+				// oneOf errs towards more names than sameName
+				// gives ("[[]" for "."), where only the empty
+				// value could tell them apart.
+				return
+			}
 			var ae *AmbiguousError
 			if !errors.As(err, &ae) || ae.Source != "query:"+name {
-				t.Fatalf("query %q gives %s only under another name: got %v, want an AmbiguousError naming query:%s", raw, name, err, name)
+				t.Fatalf("query %q gives %s only under another name or not as UTF-8: got %v, want an AmbiguousError naming query:%s", raw, name, err, name)
 			}
 			return
 		}
