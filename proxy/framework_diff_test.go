@@ -102,6 +102,11 @@ routes:
     upstream: %[1]s/flaskcookie
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
+  - name: rackcookie
+    match: {path_prefix: /v1/rk-cookie}
+    upstream: %[1]s/rackcookie
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
 `
 
 // frameworkRig is a gateway in front of an upstream that answers with the
@@ -154,6 +159,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readWerkzeugQuery(werkzeugDevQuery(r.URL.RawQuery), "api_key")
 		case strings.HasPrefix(r.URL.Path, "/flaskcookie"):
 			who = readWerkzeugCookie(r.Header.Values("Cookie"), "sid")
+		case strings.HasPrefix(r.URL.Path, "/rackcookie"):
+			who = readRack2Cookie(r.Header.Values("Cookie"), "sid")
 		}
 		rig.mu.Lock()
 		rig.read[who]++
@@ -797,17 +804,87 @@ func readWerkzeugQuery(raw, name string) string {
 }
 
 // readWerkzeugCookie reads the cookie name as request.cookies.get does:
-// cookies end at ";" only, and names are compared as sent.
+// cookies end at ";" only, but a value in double quotes runs to its
+// closing quote (a backslash escaping the next byte), ";" or not; names
+// are compared as sent, blanks around them aside.
 func readWerkzeugCookie(lines []string, name string) string {
 	for _, l := range lines {
-		for _, c := range strings.Split(l, ";") {
-			k, v, _ := strings.Cut(strings.TrimSpace(c), "=")
+		for l != "" {
+			l = strings.TrimLeft(l, " \t;")
+			i := strings.IndexAny(l, "=;")
+			if i < 0 {
+				break
+			}
+			k := strings.TrimSpace(l[:i])
+			if l[i] == ';' {
+				l = l[i:]
+				continue
+			}
+			l = strings.TrimLeft(l[i+1:], " \t")
+			var v string
+			if strings.HasPrefix(l, `"`) {
+				j := 1
+				for j < len(l) && l[j] != '"' {
+					if l[j] == '\\' {
+						j++
+					}
+					j++
+				}
+				j = min(j+1, len(l))
+				v, l = l[:j], l[j:]
+				if e := strings.IndexByte(l, ';'); e >= 0 {
+					l = l[e:]
+				} else {
+					l = ""
+				}
+			} else {
+				v, l, _ = strings.Cut(l, ";")
+			}
 			if k == name {
-				return strings.ToValidUTF8(strings.Trim(v, `"`), "\uFFFD")
+				return strings.ToValidUTF8(strings.Trim(strings.TrimSpace(v), `"`), "\uFFFD")
 			}
 		}
 	}
 	return ""
+}
+
+// readRack2Cookie reads the cookie name as Rack 2.2.22's
+// Request#cookies does: cookies end at ";" or ",", the blanks after
+// either dropped; a name is all before the first "=", compared as sent
+// ("sid " is no sid); the first one wins.
+func readRack2Cookie(lines []string, name string) string {
+	for _, l := range lines {
+		for _, c := range regexp.MustCompile(`[;,] *`).Split(l, -1) {
+			if k, v, ok := strings.Cut(c, "="); ok && k == name {
+				return v
+			}
+		}
+	}
+	return ""
+}
+
+// Flask 2.2.2 (Werkzeug 2.2.2) reads a cookie value in double quotes to
+// its closing quote, past any ";": a="x; sid=k" is the one cookie a, and
+// the request has no sid (Python's SimpleCookie agrees). Rack 2.2.22 and
+// PHP 8.2.36 read "sid =k" as a cookie named "sid ", no sid either.
+// sluice keyed k each time: a bucket per request that the upstream
+// served as one without a session.
+func TestFrameworkCookieNotSeenAsOne(t *testing.T) {
+	for _, tc := range []struct{ name, path, cookie string }{
+		{"in a quoted value", "/v1/flask-cookie", `a="x; sid=rot%d"`},
+		{"in a quoted value with an escaped quote", "/v1/flask-cookie", `a="\"; sid=rot%d"`},
+		{"in a quoted value on a later cookie", "/v1/flask-cookie", `b=1; a="x; c=2; sid=rot%d; d="`},
+		{"blank before =", "/v1/rk-cookie", "sid =rot%d"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newFrameworkRig(t)
+			var raws []string
+			for i := 0; i < 6; i++ {
+				raws = append(raws, getRaw(tc.path, "Cookie: "+fmt.Sprintf(tc.cookie, i)+"\r\n"))
+			}
+			rig.attack(t, "", raws)
+		})
+	}
 }
 
 // Werkzeug 2.2.2's development server (Flask's "flask run"; Django's

@@ -572,16 +572,18 @@ func qsName(k string) string {
 // "sid=a,sid=b" two sids). It reports why, whatever else, when a cookie
 // holds name where only some frameworks see it (see hiddenName). It
 // reports why, and false, when the one such cookie is named otherwise
-// than name as sent (SID, s%69d, sid[]) or follows a comma (x=1,sid=k):
-// Flask, Django, Rack and the Node frameworks read no cookie name in
-// these, and to them the request is one without the cookie, which must
-// share the empty value's bucket; likewise when the value of name starts
+// than name as sent (SID, s%69d, sid[], "sid "), follows a comma
+// (x=1,sid=k) or is inside a quoted value (a="x; sid=k", see
+// quoteOpen): Flask, Django, PHP, Rack or the Node frameworks read no
+// cookie name in these, and to them the request is one without the
+// cookie, which must share the empty value's bucket; likewise when the value of name starts
 // with a double quote but is no quoted string that frameworks read alike
 // (see quotedWhole), or when it is cut at a comma. The value is written
 // as the frameworks that decode it read it (see appendCookieValue).
 func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool, why string) {
 	found, twice, aliased, quoted, cut := false, false, false, false, false
 	var val string
+	open := false // a double-quoted value is open (see quoteOpen)
 	for _, line := range lines {
 		afterComma := false
 		for line != "" {
@@ -594,6 +596,8 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 				part, line = line, ""
 			}
 			afterComma = sep == ','
+			inQuote := open
+			open = quoteOpen(part, open)
 			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 			if !ok {
 				continue
@@ -601,7 +605,9 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			if !cookieParses(part) && hiddenName(strings.TrimLeft(part, " \t"), name) {
 				return dst, false, hiddenWhy
 			}
-			exact := !comma && strings.TrimSpace(k) == name
+			// As sent: "sid =k" is a cookie named "sid " to PHP and
+			// Rack, and one inside a quoted value no cookie to Flask.
+			exact := !comma && !inQuote && k == name
 			if k = strings.TrimSpace(k); strings.ContainsAny(k, "%+") {
 				var buf [64]byte
 				k = string(appendUnescaped(buf[:0], k))
@@ -745,7 +751,7 @@ func holdsEscape(s string) bool {
 
 // Reasons appendCookie gives for refusing a cookie.
 const (
-	aliasedWhy      = "the Cookie field gives it only under another spelling of its name, or after a comma, which some frameworks read as it and others as no such cookie"
+	aliasedWhy      = "the Cookie field gives it only under another spelling of its name, after a comma or inside a quoted value, which some frameworks read as it and others as no such cookie"
 	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
 	backslashWhy    = "the cookie's quoted value holds a backslash, which some frameworks decode as an escape and others keep"
 	commaWhy        = "the cookie's value holds a comma, where some frameworks end it and others do not"
@@ -772,6 +778,35 @@ func quotedWhole(part string, sep byte) bool {
 	}
 	in := v[1 : len(v)-1]
 	return in == strings.Trim(in, " \t")
+}
+
+// quoteOpen reports whether a double-quoted cookie value is open after
+// part, one cookie of a Cookie field, given whether one was open before
+// it. Werkzeug (Flask) reads a value that starts with a double quote to
+// its closing one (a backslash escaping the next byte), past ";" and
+// ",": a="x; sid=k" is the one cookie a to it, and holds no sid. Cookies
+// a client sent on several lines reach the upstream as one, so a value
+// stays open from line to line. One that never closes is taken as open
+// to the end, erring towards refusing.
+func quoteOpen(part string, open bool) bool {
+	i := 0
+	if !open {
+		_, v, ok := strings.Cut(part, "=")
+		v = strings.TrimLeft(v, " \t")
+		if !ok || v == "" || v[0] != '"' {
+			return false
+		}
+		part, i = v, 1
+	}
+	for ; i < len(part); i++ {
+		switch part[i] {
+		case '\\':
+			i++
+		case '"':
+			return false
+		}
+	}
+	return true
 }
 
 // cookieParses reports whether part, one cookie of a Cookie line, is
