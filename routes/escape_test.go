@@ -33,6 +33,12 @@ func TestOneValueOneBucket(t *testing.T) {
 		{"cookie: %FF stays", spelling{cookie: "sid=%FF"}, spelling{cookie: "sid=%25FF"}},
 		{"cookie: a broken escape keeps the good one", spelling{cookie: "sid=vic%tim%41"}, spelling{cookie: "sid=vic%25tim%2541"}},
 		{"cookie: a broken escape alone stays", spelling{cookie: "sid=100%"}, spelling{cookie: "sid=100%25"}},
+		// gin 1.12.0's c.Cookie unescapes a value with url.QueryUnescape
+		// and gives the empty value when that fails: sid=100% and
+		// sid=vic%zztim are "" to it, as sid= is.
+		{"gin: a broken escape is the empty value", spelling{cookie: "sid=100%"}, spelling{cookie: "sid="}},
+		{"gin: a broken escape beside letters is the empty value", spelling{cookie: "sid=vic%zztim"}, spelling{cookie: "sid="}},
+		{"gin: a quoted broken escape is the empty value", spelling{cookie: `sid="100%"`}, spelling{cookie: "sid="}},
 		// Express (cookie 0.7.2), Koa (cookies 0.9.2) and Fastify read a
 		// cookie on past a comma, to the ";".
 		{"cookie: a comma does not end a value", spelling{cookie: "sid=victim,x"}, spelling{cookie: "sid=victim%2Cx"}},

@@ -700,12 +700,12 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 // behind sluice. The cookie module of Express 5.3.0 (cookie 0.7.2) and
 // Fastify 5.12.8 (cookie 2.0.2) decodes escapes with decodeURIComponent,
 // all or nothing: %FF, which it cannot decode, it keeps as sent, as it
-// keeps %25FF decoded, while PHP and Rack read the byte. A value whose
-// escapes do not decode and that holds none that does, such as 100%, is
-// the same to all of them.
+// keeps %25FF decoded, while PHP and Rack read the byte. A "%" that
+// starts no escape, as in 100%, they keep, while gin 1.12.0's c.Cookie,
+// which unescapes with url.QueryUnescape, reads any such value as the
+// empty value: 100% and vic%zztim are "" to it, as an empty sid is.
 func garbledCookie(v string) bool {
-	v = unquoteCookie(v)
-	return !uriComponentDecodes(v) && holdsEscape(v)
+	return !uriComponentDecodes(unquoteCookie(v))
 }
 
 // uriComponentDecodes reports whether JavaScript's decodeURIComponent
@@ -737,16 +737,6 @@ func uriComponentDecodes(s string) bool {
 		}
 	}
 	return n == 0
-}
-
-// holdsEscape reports whether s holds a "%" and two hex digits.
-func holdsEscape(s string) bool {
-	for i := 0; i+2 < len(s); i++ {
-		if s[i] == '%' && isHex(s[i+1]) && isHex(s[i+2]) {
-			return true
-		}
-	}
-	return false
 }
 
 // Reasons appendCookie gives for refusing a cookie.
