@@ -113,7 +113,8 @@ type Limit struct {
 // condition of the route's match: host (port and a trailing dot ignored,
 // case-insensitive; "*.example.com" matches any name below example.com but
 // not example.com itself), exact path (also with one trailing slash) or
-// plain path prefix, compared to MatchPath ignoring case (see
+// plain path prefix (one that ends in a slash also taking the path
+// without it, see prefixDir), compared to MatchPath ignoring case (see
 // foldedPrefixLen) unless the route is case-sensitive, method (HEAD
 // included in GET), and headers.
 func (rt *Route) Matches(r *http.Request) bool { return rt.matches(r, MatchPath(r.URL)) }
@@ -135,7 +136,7 @@ func (rt *Route) matches(r *http.Request, p string) bool {
 			return false
 		}
 	}
-	if rt.pathPrefix != "" && rt.prefixLen(p, rt.pathPrefix) < 0 {
+	if rt.pathPrefix != "" && rt.prefixLen(p, rt.pathPrefix) < 0 && !rt.prefixDir(p) {
 		return false
 	}
 	if len(rt.methods) > 0 && !contains(rt.methods, r.Method) && !(r.Method == http.MethodHead && contains(rt.methods, http.MethodGet)) {
@@ -166,6 +167,15 @@ func (rt *Route) prefixLen(p, prefix string) int {
 		return -1
 	}
 	return foldedPrefixLen(p, prefix)
+}
+
+// prefixDir reports whether p is the route's path_prefix without the
+// slash it ends in: Fiber v2.52.15 serves /v1/otp from a handler for
+// "/v1/otp/*", so a path_prefix of /v1/otp/ that left it to another route
+// would let it pass by its limits.
+func (rt *Route) prefixDir(p string) bool {
+	n := len(rt.pathPrefix) - 1
+	return n > 0 && rt.pathPrefix[n] == '/' && rt.prefixLen(p, rt.pathPrefix[:n]) == len(p)
 }
 
 // requestHost returns the request's host without port or trailing dot.

@@ -71,7 +71,15 @@ func TestMatch(t *testing.T) {
 		{"wildcard two labels", "GET", "/v1/x", "a.b.example.com:80", nil, "wildcard"},
 		{"wildcard excludes apex", "GET", "/v1/x", "example.com", nil, "catch-all"},
 		{"wildcard needs a dot boundary", "GET", "/v1/x", "badexample.com", nil, "catch-all"},
-		{"prefix needs the slash", "GET", "/v1", "www.example.com", nil, "catch-all"},
+		// Fiber v2.52.15 serves /v1 from app.All("/v1/*"), with and
+		// without StrictRouting: a prefix that ends in a slash takes the
+		// path without it too, or that path would pass by its limits.
+		{"prefix ending in a slash takes the path without it", "GET", "/v1", "www.example.com", nil, "wildcard"},
+		{"prefix ending in a slash, without it, with parameters", "GET", "/V1;x", "www.example.com", nil, "wildcard"},
+		{"prefix ending in a slash needs the rest", "GET", "/v", "www.example.com", nil, "catch-all"},
+		{"prefix ending in a slash is no plain prefix without it", "GET", "/v1x", "www.example.com", nil, "catch-all"},
+		{"case-sensitive prefix without its slash", "GET", "/v5/A", "x", nil, "case-sensitive-prefix"},
+		{"case-sensitive prefix without its slash differs", "GET", "/v5/a", "x", nil, "catch-all"},
 		{"method upper-cased in config", "POST", "/v2/orders/7", "x", nil, "post-only"},
 		{"second method", "PUT", "/v2/orders", "x", nil, "post-only"},
 		{"plain prefix crosses segments", "POST", "/v2/ordersfoo", "x", nil, "post-only"},
