@@ -742,7 +742,7 @@ func uriComponentDecodes(s string) bool {
 // Reasons appendCookie gives for refusing a cookie.
 const (
 	aliasedWhy      = "the Cookie field gives it only under another spelling of its name, after a comma or inside a quoted value, which some frameworks read as it and others as no such cookie"
-	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or %-escapes that do not all decode to UTF-8, which frameworks read in different ways"
+	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or a % that is not one of escapes that decode to UTF-8, which frameworks read in different ways"
 	backslashWhy    = "the cookie's quoted value holds a backslash, which some frameworks decode as an escape and others keep"
 	commaWhy        = "the cookie's value holds a comma, where some frameworks end it and others do not"
 	escapedQuoteWhy = "the cookie's value starts with an escaped double quote, which some frameworks read as the quote around a value that others strip"
