@@ -171,8 +171,9 @@ func (rt *Route) prefixLen(p, prefix string) int {
 
 // prefixDir reports whether p is the route's path_prefix without the
 // slash it ends in: Fiber v2.52.15 serves /v1/otp from a handler for
-// "/v1/otp/*", so a path_prefix of /v1/otp/ that left it to another route
-// would let it pass by its limits.
+// "/v1/otp/*", gin and echo from a Group("/v1/otp"), chi from a router
+// mounted there, so a path_prefix of /v1/otp/ that left it to another
+// route would let it pass by its limits.
 func (rt *Route) prefixDir(p string) bool {
 	n := len(rt.pathPrefix) - 1
 	return n > 0 && rt.pathPrefix[n] == '/' && rt.prefixLen(p, rt.pathPrefix[:n]) == len(p)
