@@ -179,6 +179,69 @@ func (rt *Route) prefixDir(p string) bool {
 	return n > 0 && rt.pathPrefix[n] == '/' && rt.prefixLen(p, rt.pathPrefix[:n]) == len(p)
 }
 
+// shadows reports whether route e, coming first, takes every request
+// later route rt matches by path, so that rt is never matched: e has a
+// path_prefix that takes rt's path (and so the path with a slash after
+// it) or every path that starts with rt's path_prefix, in every letter
+// case rt takes, and its other conditions (host, methods, headers) ask
+// no more than rt's do. It looks at paths only: routes without a path
+// condition, or a host wildcard that covers rt's host, are not compared.
+func shadows(e, rt *Route) bool {
+	if e.pathPrefix == "" || (rt.path == "" && rt.pathPrefix == "") || (e.caseSens && !rt.caseSens) {
+		return false
+	}
+	if rt.path != "" && e.prefixLen(rt.path, e.pathPrefix) < 0 && !e.prefixDir(rt.path) {
+		return false
+	}
+	if rt.pathPrefix != "" && e.prefixLen(rt.pathPrefix, e.pathPrefix) < 0 {
+		return false
+	}
+	if e.host != "" && (e.host != rt.host || e.wildcard != rt.wildcard) {
+		return false
+	}
+	if len(e.methods) > 0 {
+		if len(rt.methods) == 0 {
+			return false
+		}
+		for _, m := range rt.methods {
+			if !contains(e.methods, m) {
+				return false
+			}
+		}
+	}
+	for _, h := range e.headers {
+		if !slices.Contains(rt.headers, h) {
+			return false
+		}
+	}
+	return true
+}
+
+// pathField is the name of rt's path condition.
+func pathField(rt *Route) string {
+	if rt.path != "" {
+		return "path"
+	}
+	return "path_prefix"
+}
+
+// childNode is the value of key in mapping n, or nil.
+func childNode(n *yaml.Node, key string) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	m := deref(n)
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
 // requestHost returns the request's host without port or trailing dot.
 func requestHost(r *http.Request) string {
 	h := r.Host
@@ -200,12 +263,26 @@ func requestHost(r *http.Request) string {
 func (d *decoder) routes(n *yaml.Node, path string, named map[string]*policyDef, all map[string]*ratelimit.Policy) *Table {
 	t := &Table{}
 	names := map[string]*yaml.Node{}
+	var before []int // index in the file of each of t.Routes
 	for i, rn := range d.items(n, path) {
 		p := index(path, i)
 		rt, nameNode := d.route(rn, p, named, all)
 		if rt == nil {
 			continue
 		}
+		for j, e := range t.Routes {
+			if shadows(e, rt) {
+				bare := ""
+				if rt.path != "" && e.prefixDir(rt.path) {
+					bare = " (a path_prefix that ends in / also takes the path without it)"
+				}
+				d.errorf(orNode(childNode(childNode(rn, "match"), pathField(rt)), rn), field(p, "match."+pathField(rt)),
+					"never matched: %s (%s) comes first, and its path_prefix %s takes every request this route matches%s: put this route before it",
+					index(path, before[j]), e.Name, e.pathPrefix, bare)
+				break
+			}
+		}
+		before = append(before, i)
 		if rt.Name != "" {
 			if first, dup := names[rt.Name]; dup {
 				d.errorf(nameNode, field(p, "name"), "duplicate route name %q (first at line %d)", rt.Name, first.Line)
