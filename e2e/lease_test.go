@@ -29,7 +29,7 @@ func leaseConfig(addr, upstream, redis string, policies ...string) string {
 	}
 	fmt.Fprintf(&b, "routes:\n  - {name: free, match: {path_prefix: /free}, upstream: %s}\n", upstream)
 	for _, n := range names {
-		fmt.Fprintf(&b, "  - {name: %s, match: {path_prefix: /%[1]s}, upstream: %s, limits: [%[1]s]}\n", n, upstream)
+		fmt.Fprintf(&b, "  - {name: %s, match: {path_prefix: /%[1]s/}, upstream: %s, limits: [%[1]s]}\n", n, upstream)
 	}
 	return b.String()
 }
