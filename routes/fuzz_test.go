@@ -173,13 +173,18 @@ func qsBase(k string) string {
 
 // phpBase is the name PHP registers for the variable k, or the base of an
 // array: leading spaces gone, then the part before a "[" that a "]"
-// closes, with spaces, dots and other "[" made "_".
+// closes, with spaces, dots and other "[" made "_". A name that starts
+// with "[" PHP drops (php_register_variable_ex: an empty name), so it is
+// no name at all: "[[]" is not ".".
 func phpBase(k string) string {
 	var b strings.Builder
 	if i := strings.IndexByte(k, 0); i >= 0 {
 		k = k[:i] // PHP's names end at a NUL
 	}
 	k = strings.TrimLeft(k, " ")
+	if strings.HasPrefix(k, "[") {
+		return ""
+	}
 	for i, c := range []byte(k) {
 		if c == '[' && i > 0 && strings.Contains(k[i+1:], "]") {
 			break

@@ -501,9 +501,9 @@ const nameSpecials = " .[]\x00"
 // cookie k, in forms in which distinct names of one framework may be
 // equal: they err towards taking two parameters for one.
 //   - PHP (so Laravel, Symfony, WordPress) ends a name at a NUL byte,
-//     drops its leading spaces, reads "a[]" and "a[x]" as a, an array, and
-//     turns spaces, dots and an unclosed "[" into "_": "api.key" is its
-//     api_key.
+//     drops its leading spaces, reads "a[]" and "a[x]" as a, an array,
+//     turns spaces, dots and an unclosed "[" into "_" ("api.key" is its
+//     api_key), and drops a parameter whose name starts with "[".
 //   - Rack 2 (Rails, Sinatra) drops leading brackets and ends the name at
 //     the next bracket: "[api_key]", "]api_key" and "api_key]" are its
 //     api_key.
@@ -518,6 +518,9 @@ func phpName(k string) string {
 		k = k[:i]
 	}
 	k = strings.TrimLeft(k, " ")
+	if strings.HasPrefix(k, "[") {
+		return "" // php_register_variable_ex drops a name that starts with "["
+	}
 	if i := strings.IndexByte(k, '['); i > 0 && strings.IndexByte(k[i:], ']') > 0 {
 		k = k[:i]
 	}
