@@ -581,7 +581,8 @@ func qsName(k string) string {
 // cookie name in these, and to them the request is one without the
 // cookie, which must share the empty value's bucket; likewise when the value of name starts
 // with a double quote but is no quoted string that frameworks read alike
-// (see quotedWhole), or when it is cut at a comma. The value is written
+// (see quotedWhole), when it is cut at a comma, or when it holds a quote,
+// a backslash or a control character, for which Hono reads no cookie. The value is written
 // as the frameworks that decode it read it (see appendCookieValue).
 func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool, why string) {
 	found, twice, aliased, quoted, cut := false, false, false, false, false
@@ -657,6 +658,15 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			return dst, false, garbledWhy
 		}
 	}
+	if in := unquoteCookie(val); strings.ContainsAny(in, "\"\\") || strings.ContainsFunc(in, isCookieControl) {
+		// Hono 4.13.23's getCookie, as Go's r.Cookie, takes a value
+		// with a double quote (past the pair around it), a backslash or
+		// a control character for no cookie at all, where Express, Koa
+		// and Fastify read it: sid=k1", sid=k2", ... would each be a
+		// bucket of their own, and all one request without a session
+		// to them.
+		return dst, false, droppedWhy
+	}
 	if expressJSONCookie(val) {
 		// Express's cookie-parser reads a value that starts with "j:"
 		// as JSON, once the cookie module stripped its quotes and
@@ -697,6 +707,10 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 	}
 	return appendCookieValue(dst, val), true, ""
 }
+
+// isCookieControl reports whether r is a control character, which no
+// cookie value holds (RFC 6265's cookie-octet), a tab included.
+func isCookieControl(r rune) bool { return r < ' ' || r == 0x7f }
 
 // garbledCookie reports whether frameworks read the escapes of cookie
 // value v (quotes and all) in ways no one key can follow, as observed
@@ -750,6 +764,7 @@ const (
 	commaWhy        = "the cookie's value holds a comma, where some frameworks end it and others do not"
 	escapedQuoteWhy = "the cookie's value starts with an escaped double quote, which some frameworks read as the quote around a value that others strip"
 	hiddenWhy       = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
+	droppedWhy      = "the cookie's value holds a double quote, a backslash or a control character, which some frameworks read and others take for no cookie at all"
 	quotedWhy       = "the cookie's value starts with a double quote but is not one quoted string without blanks at its ends, and Koa drops the first and last byte of such a value"
 )
 
