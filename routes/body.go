@@ -109,10 +109,20 @@ func (b *Body) EncodingProblem() string {
 // "application/json, text/plain" (a list, as two Content-Type fields
 // joined make) and "application/json text/plain" are JSON to it, and
 // another type to IsJSON: every guess would share the empty value.
+// A JSON media type with a blank before its ";" is refused too: restify
+// 11.1.0 takes as the media type all that comes before the ";", blank
+// included, and reads no JSON in "application/json ; charset=utf-8",
+// where json: sources would key a value per request that is, to it, one
+// without a body.
 func MediaTypeProblem(contentType string) string {
-	t, _, _ := strings.Cut(contentType, ";")
-	if strings.ContainsAny(strings.Trim(t, " \t"), ", \t") {
+	t, _, params := strings.Cut(contentType, ";")
+	t = strings.TrimLeft(t, " \t")
+	trimmed := strings.TrimRight(t, " \t")
+	if strings.ContainsAny(trimmed, ", \t") {
 		return "Content-Type holds more than one media type; json: key sources need one"
+	}
+	if params && trimmed != t && IsJSON(contentType) {
+		return "Content-Type has a blank before its parameters, which some frameworks read as part of a media type that is then not JSON; json: key sources need none"
 	}
 	return ""
 }
