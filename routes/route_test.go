@@ -102,6 +102,13 @@ func TestMatch(t *testing.T) {
 		{"other letters are not folded", "GET", "/v7/sms/log%C3%AFn", "x", nil, "catch-all"},
 		{"case-sensitive route folds nothing", "GET", "/v4/Exact", "x", nil, "case-sensitive"},
 		{"case-sensitive route takes no dotless i", "GET", "/v9/log%C4%B1n", "x", nil, "catch-all"},
+		// restify 11.1.0 (find-my-way 7.7.0) ends the path at its first
+		// ";" and served /v8/kick;x/x from its /v8/kick handler: an
+		// exact path cannot follow it, as SPEC has routes match the
+		// segments after ;parameters, but a plain prefix can, as README
+		// advises in front of such an upstream.
+		{"an exact path takes no segments after parameters", "GET", "/v8/kick;x/x", "x", nil, "catch-all"},
+		{"a plain prefix takes what follows parameters", "GET", "/v7/sms/login;x/x", "x", nil, "login"},
 		{"bracketed IPv6 host", "GET", "/", "[::1]:8080", nil, "ipv6-host"},
 		{"bare IPv6 host", "GET", "/", "::1", nil, "ipv6-host"},
 	} {
