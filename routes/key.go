@@ -678,15 +678,13 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 		// The JSON scanner keeps no pointer, but the compiler cannot
 		// tell: the decoded text goes in a pooled buffer, not on the
 		// stack, which it would move to the heap.
+		// Where decodeURIComponent throws, the cookie module keeps the
+		// value as sent, which is JSON only with a quote in it, refused
+		// above, and garbledCookie refuses below.
 		bp := cookieJSON.Get().(*[]byte)
 		text, decoded := appendURIComponent((*bp)[:0], unquoteCookie(val))
-		if !decoded {
-			// decodeURIComponent threw: the cookie module keeps the
-			// value as it was sent.
-			text = append(text[:0], unquoteCookie(val)...)
-		}
 		out, ok := dst, false
-		if len(text) > 1 && text[0] == 'j' && text[1] == ':' {
+		if decoded && len(text) > 1 && text[0] == 'j' && text[1] == ':' {
 			out, ok = appendJSONCookie(dst, text[2:])
 		}
 		*bp = text[:0]
