@@ -41,6 +41,7 @@ func TestShadowedRouteEdges(t *testing.T) {
 			method: "DELETE", target: "/v1/x"},
 		{name: "HEAD route leaves GET", first: `{path_prefix: /v1/, methods: [HEAD]}`, second: `{path: /v1/x, methods: [GET]}`,
 			method: "GET", target: "/v1/x"},
+		{name: "more methods take fewer", first: `{path_prefix: /v1/, methods: [GET, POST]}`, second: `{path: /v1/x, methods: [POST]}`, refused: true},
 		{name: "methods in any letter case", first: `{path_prefix: /v1/, methods: [get, post]}`, second: `{path: /v1/x, methods: [POST]}`, refused: true},
 		// A GET route takes HEAD too: the later HEAD route is never
 		// matched, but that is missed, not refused wrongly.
