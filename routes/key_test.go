@@ -141,6 +141,18 @@ func BenchmarkKeyAppend(b *testing.B) {
 			}
 		})
 	})
+	b.Run("query_cookie", func(b *testing.B) {
+		// A query parameter and a cookie among a browser's usual
+		// others: the readers every request on such a route runs.
+		b.ReportAllocs()
+		kc := keyOf(b, "orders", "query:api_key", "cookie:sid")
+		rc := httptest.NewRequest("GET", "/v1/orders?page=2&api_key=k3y%2Dabc&sort=desc", nil)
+		rc.Header.Set("Cookie", "_ga=GA1.2.123456789.1700000000; theme=dark; sid=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA%3D%3D; lang=en-US")
+		buf := make([]byte, 0, 128)
+		for b.Loop() {
+			buf, _ = kc.Append(buf[:0], rc, client, nil)
+		}
+	})
 	b.Run("json", func(b *testing.B) {
 		b.ReportAllocs()
 		kj := keyOf(b, "otp", "json:user.phone")
