@@ -383,22 +383,44 @@ func appendQuery(dst []byte, raw, name string) (out []byte, ok bool, why string)
 	if !found {
 		return dst, true, ""
 	}
-	if strings.ContainsAny(val, "%+") {
-		uv, err := url.QueryUnescape(val)
-		if err != nil {
-			// A pair whose escapes do not parse is not forwarded
-			// (see proxy's canonical query): no one reads it.
-			return dst, true, ""
+	start := len(dst)
+	dst, ok = appendQueryUnescaped(dst, val)
+	switch {
+	case !ok:
+		// A pair whose escapes do not parse is not forwarded (see
+		// proxy's canonical query): no one reads it.
+		return dst[:start], true, ""
+	case aliased:
+		return dst[:start], false, queryAliasedWhy
+	case !utf8.Valid(dst[start:]):
+		return dst[:start], false, queryNotUTF8Why
+	}
+	return dst, true, ""
+}
+
+// appendQueryUnescaped writes s decoded as url.QueryUnescape decodes it,
+// "+" a space, without the string it would allocate for an escaped
+// value; false where url.QueryUnescape fails, on a "%" that starts no
+// escape.
+func appendQueryUnescaped(dst []byte, s string) ([]byte, bool) {
+	if !strings.ContainsAny(s, "%+") {
+		return append(dst, s...), true
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '%':
+			if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+				return dst, false
+			}
+			dst = append(dst, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		case c == '+':
+			dst = append(dst, ' ')
+		default:
+			dst = append(dst, c)
 		}
-		val = uv
 	}
-	if aliased {
-		return dst, false, queryAliasedWhy
-	}
-	if !utf8.ValidString(val) {
-		return dst, false, queryNotUTF8Why
-	}
-	return append(dst, val...), true, ""
+	return dst, true
 }
 
 // Reasons appendQuery gives for refusing a parameter.

@@ -106,15 +106,18 @@ routes:
 
 func TestKeyAppendAllocs(t *testing.T) {
 	k := keyOf(t, "orders", "ip", "header:X-API-Key", "route", "method", "path", "global", "query:k", "cookie:s")
-	r := httptest.NewRequest("GET", "/v1/orders?k=v", nil)
-	r.Header.Set("X-API-Key", "abc")
 	buf := make([]byte, 0, 256)
-	// A plain cookie, one that is JSON to Express (j:), and a long one.
-	for _, cookie := range []string{"a=1; s=2", `a=1; s=j:%22victim%22`, "s=" + strings.Repeat("x", 1000)} {
-		r.Header.Set("Cookie", cookie)
-		for _, client := range []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("2001:db8::1")} {
-			if got := testing.AllocsPerRun(100, func() { buf, _ = k.Append(buf[:0], r, client, nil) }); got != 0 {
-				t.Errorf("cookie %.20q, client %v: got %v allocs per Append, want 0", cookie, client, got)
+	// A plain query value and an escaped one.
+	for _, target := range []string{"/v1/orders?k=v", "/v1/orders?k=a%40b.c+d"} {
+		r := httptest.NewRequest("GET", target, nil)
+		r.Header.Set("X-API-Key", "abc")
+		// A plain cookie, one that is JSON to Express (j:), and a long one.
+		for _, cookie := range []string{"a=1; s=2", `a=1; s=j:%22victim%22`, "s=" + strings.Repeat("x", 1000)} {
+			r.Header.Set("Cookie", cookie)
+			for _, client := range []netip.Addr{netip.MustParseAddr("192.0.2.7"), netip.MustParseAddr("2001:db8::1")} {
+				if got := testing.AllocsPerRun(100, func() { buf, _ = k.Append(buf[:0], r, client, nil) }); got != 0 {
+					t.Errorf("%s, cookie %.20q, client %v: got %v allocs per Append, want 0", target, cookie, client, got)
+				}
 			}
 		}
 	}
