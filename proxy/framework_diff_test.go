@@ -107,6 +107,14 @@ routes:
     upstream: %[1]s/rackcookie
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
+  - name: starletteotp
+    match: {path: /v1/starlette/otp}
+    upstream: %[1]s/starlette
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [global]}
+  - name: starletteother
+    match: {path_prefix: /v1/starlette/}
+    upstream: %[1]s/starlette
 `
 
 // frameworkRig is a gateway in front of an upstream that answers with the
@@ -161,6 +169,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readWerkzeugCookie(r.Header.Values("Cookie"), "sid")
 		case strings.HasPrefix(r.URL.Path, "/rackcookie"):
 			who = readRack2Cookie(r.Header.Values("Cookie"), "sid")
+		case strings.HasPrefix(r.URL.Path, "/starlette"):
+			who = starletteRoute(strings.TrimPrefix(r.URL.Path, "/starlette"))
 		}
 		rig.mu.Lock()
 		rig.read[who]++
@@ -956,4 +966,33 @@ func TestFrameworkWerkzeugInvalidUTF8(t *testing.T) {
 			rig.attack(t, "k\uFFFD", raws)
 		})
 	}
+}
+
+// Starlette 0.26.1 and FastAPI 0.92.0 (under uvicorn 0.17.6) compile a
+// route's path to a regular expression ending in "$" and match the
+// decoded path with it; Python's "$" also matches before a final
+// newline, so GET /v1/otp%0A reached their /v1/otp handler, while to
+// sluice it was another path, /v1/otp and a newline, which the limited
+// route does not match and a catch-all does.
+func TestFrameworkStarletteNewlinePath(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for _, p := range []string{"/v1/starlette/otp", "/v1/starlette/otp"} {
+		raws = append(raws, getRaw(p, ""))
+	}
+	for i := 0; i < 4; i++ {
+		raws = append(raws, getRaw("/v1/starlette/otp%0A", ""))
+	}
+	rig.attack(t, "otp", raws)
+}
+
+// starletteRoute names the handler Starlette's router reaches for the
+// decoded path: its /v1/starlette/otp route is ^/v1/starlette/otp$.
+var starletteOTP = regexp.MustCompile(`^/v1/starlette/otp(\n)?\z`) // Python's "$"
+
+func starletteRoute(path string) string {
+	if starletteOTP.MatchString(path) {
+		return "otp"
+	}
+	return "other"
 }

@@ -16,6 +16,7 @@ var (
 	ErrDotSegment  = errors.New("path has a . or .. segment")
 	ErrBackslash   = errors.New("path has a backslash")
 	ErrEncodedNUL  = errors.New("path has an encoded NUL")
+	ErrEncodedCtl  = errors.New("path has an encoded control character")
 	ErrPathEscape  = errors.New("path has an invalid % escape")
 	ErrNotAbsolute = errors.New("path must start with /")
 	ErrHostPort    = errors.New("host has a port that is not a number")
@@ -27,8 +28,12 @@ var (
 // repeated slashes merged into one, everything else (escapes, letter case,
 // ";parameters", a trailing slash) kept as sent. It refuses a path with a
 // "." or ".." segment (also as "..;", or escaped), a backslash (also as
-// %5C), an encoded NUL or a broken escape. It returns escaped itself when
-// nothing changes, and canonicalising its result again changes nothing.
+// %5C), an encoded NUL or other control character (%0A: a route pattern
+// that ends in "$" matches before a final newline in Python, so
+// Starlette and FastAPI serve /v1/otp%0A from their /v1/otp handler,
+// which no route here matches) or a broken escape. It returns escaped
+// itself when nothing changes, and canonicalising its result again
+// changes nothing.
 // "*" (as in OPTIONS *) is canonical.
 func CanonicalPath(escaped string) (string, error) {
 	if escaped == "" {
@@ -49,10 +54,12 @@ func CanonicalPath(escaped string) (string, error) {
 			if i+2 >= len(escaped) || !isHex(escaped[i+1]) || !isHex(escaped[i+2]) {
 				return "", ErrPathEscape
 			}
-			switch b := unhex(escaped[i+1])<<4 | unhex(escaped[i+2]); b {
-			case 0:
+			switch b := unhex(escaped[i+1])<<4 | unhex(escaped[i+2]); {
+			case b == 0:
 				return "", ErrEncodedNUL
-			case '\\':
+			case b < ' ' || b == 0x7f:
+				return "", ErrEncodedCtl
+			case b == '\\':
 				return "", ErrBackslash
 			}
 			i += 2
