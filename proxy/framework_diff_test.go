@@ -25,6 +25,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf16"
 )
 
@@ -107,6 +108,11 @@ routes:
     upstream: %[1]s/rackcookie
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [cookie:sid]}
+  - name: tornadoquery
+    match: {path_prefix: /v1/tornado-query}
+    upstream: %[1]s/tornadoquery
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
   - name: starletteotp
     match: {path: /v1/starlette/otp}
     upstream: %[1]s/starlette
@@ -169,6 +175,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readWerkzeugCookie(r.Header.Values("Cookie"), "sid")
 		case strings.HasPrefix(r.URL.Path, "/rackcookie"):
 			who = readRack2Cookie(r.Header.Values("Cookie"), "sid")
+		case strings.HasPrefix(r.URL.Path, "/tornadoquery"):
+			who = readTornadoArgument(r.URL.RawQuery, "api_key")
 		case strings.HasPrefix(r.URL.Path, "/starlette"):
 			who = starletteRoute(strings.TrimPrefix(r.URL.Path, "/starlette"))
 		}
@@ -995,4 +1003,33 @@ func starletteRoute(path string) string {
 		return "otp"
 	}
 	return "other"
+}
+
+// Tornado 6.2's get_query_argument (and get_argument) make the controls
+// U+0000-U+0008 and U+000E-U+001F spaces and strip whitespace from both
+// ends of the value, Unicode's as Python's str.strip knows it: behind
+// sluice, victim%20, +victim, victim%09, victim%00, victim%C2%A0 and
+// %E3%80%80victim were all "victim" to it.
+func TestFrameworkTornadoArgumentStrip(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for _, v := range []string{"victim%20", "+victim", "victim%09", "victim%00", "victim%C2%A0", "%E3%80%80victim"} {
+		raws = append(raws, getRaw("/v1/tornado-query?api_key="+v, ""))
+	}
+	rig.attack(t, "victim", raws)
+}
+
+// readTornadoArgument reads the query parameter name as Tornado's
+// get_query_argument does: the last value of exactly that name, decoded,
+// its controls made spaces and its ends stripped.
+func readTornadoArgument(raw, name string) string {
+	var val string
+	for _, kv := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if k, err := url.QueryUnescape(k); err == nil && k == name {
+			val, _ = url.QueryUnescape(v)
+		}
+	}
+	val = regexp.MustCompile("[\x00-\x08\x0e-\x1f]").ReplaceAllString(val, " ")
+	return strings.TrimFunc(val, func(r rune) bool { return unicode.IsSpace(r) || 0x1c <= r && r <= 0x1f })
 }

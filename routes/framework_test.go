@@ -113,6 +113,21 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		// finds the sid inside.
 		{"cookie hidden after a blank before =", "cookie:sid", "/", `sid=rot1; next =/?sid=victim`, "", "inside another"},
 		{"cookie hidden after a blank after =", "cookie:sid", "/", `sid=rot1; next= /?sid=victim`, "", "inside another"},
+		// Tornado 6.2's get_argument and get_query_argument make
+		// U+0000-U+0008 and U+000E-U+001F spaces, then strip
+		// whitespace (Python's str.strip) from both ends: each of
+		// these is "victim" to it, so they are refused.
+		{"query value ending in a space", "query:api_key", "/?api_key=victim%20", "", "", "whitespace"},
+		{"query value starting with a plus", "query:api_key", "/?api_key=+victim", "", "", "whitespace"},
+		{"query value ending in a tab", "query:api_key", "/?api_key=victim%09", "", "", "whitespace"},
+		{"query value ending in a NBSP", "query:api_key", "/?api_key=victim%C2%A0", "", "", "whitespace"},
+		{"query value starting with an ideographic space", "query:api_key", "/?api_key=%E3%80%80victim", "", "", "whitespace"},
+		{"query value ending in a line separator", "query:api_key", "/?api_key=victim%E2%80%A8", "", "", "whitespace"},
+		{"query value holding a NUL", "query:api_key", "/?api_key=vic%00tim", "", "", "control"},
+		{"query value holding a unit separator", "query:api_key", "/?api_key=vic%1Ftim", "", "", "control"},
+		{"query value with a space inside", "query:api_key", "/?api_key=vic+tim", "", "vic tim", ""},
+		{"query value with a tab inside", "query:api_key", "/?api_key=vic%09tim", "", "vic\ttim", ""},
+		{"query value with a zero-width space", "query:api_key", "/?api_key=victim%E2%80%8B", "", "victim\u200b", ""},
 		{"query of 1000 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 999) + "api_key=k", "", "k", ""},
 		{"query of 1001 parameters", "query:api_key", "/?" + strings.Repeat("a=1&", 1000) + "api_key=k", "", "", "more than 1000 parameters"},
 	} {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -88,7 +89,7 @@ func FuzzKeyQuery(f *testing.F) {
 				aliased = aliased || k != name
 			}
 		}
-		if len(same) == 1 && (aliased || !utf8.ValidString(same[0])) {
+		if len(same) == 1 && (aliased || !utf8.ValidString(same[0]) || tornadoReadsApart(same[0])) {
 			if err == nil && len(got) == 0 && same[0] == "" {
 				// oneOf errs towards more names than sameName
 				// gives ("[[]" for "."), where only the empty
@@ -97,7 +98,7 @@ func FuzzKeyQuery(f *testing.F) {
 			}
 			var ae *AmbiguousError
 			if !errors.As(err, &ae) || ae.Source != "query:"+name {
-				t.Fatalf("query %q gives %s only under another name or not as UTF-8: got %v, want an AmbiguousError naming query:%s", raw, name, err, name)
+				t.Fatalf("query %q gives %s only under another name, not as UTF-8 or as Tornado strips it: got %v, want an AmbiguousError naming query:%s", raw, name, err, name)
 			}
 			return
 		}
@@ -113,6 +114,21 @@ func FuzzKeyQuery(f *testing.F) {
 			t.Fatalf("query %q has no %s, got %q", raw, name, got)
 		}
 	})
+}
+
+// tornadoReadsApart reports whether Tornado 6.2's get_argument reads v
+// as another value: it replaces [\x00-\x08\x0e-\x1f] with spaces and
+// strips what Python's str.isspace takes from both ends.
+func tornadoReadsApart(v string) bool {
+	b := []rune(v)
+	for i, r := range b {
+		if r <= 0x08 || 0x0e <= r && r <= 0x1f {
+			b[i] = ' '
+		}
+	}
+	return strings.TrimFunc(string(b), func(r rune) bool {
+		return unicode.IsSpace(r) || 0x1c <= r && r <= 0x1f
+	}) != v
 }
 
 // oneOf reports whether PHP, Rack 2 or qs may read parameters k and name

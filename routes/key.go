@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -365,6 +366,8 @@ func AppendClient(dst []byte, a netip.Addr) []byte {
 // Python's parse_qs; Express's qs 6.17.1 and Fastify 5.12.8's
 // fast-querystring keep a value with an escape that does not decode as it
 // was sent, so that %FF and %25FF are one; PHP and Rack read the bytes.
+// It reports why, and false, too for a value Tornado strips (see
+// argumentTrimmed).
 func appendQuery(dst []byte, raw, name string) (out []byte, ok bool, why string) {
 	found, aliased := false, false
 	var val string
@@ -394,6 +397,8 @@ func appendQuery(dst []byte, raw, name string) (out []byte, ok bool, why string)
 		return dst[:start], false, queryAliasedWhy
 	case !utf8.Valid(dst[start:]):
 		return dst[:start], false, queryNotUTF8Why
+	case argumentTrimmed(dst[start:]):
+		return dst[:start], false, queryTrimmedWhy
 	}
 	return dst, true, ""
 }
@@ -423,10 +428,32 @@ func appendQueryUnescaped(dst []byte, s string) ([]byte, bool) {
 	return dst, true
 }
 
+// argumentTrimmed reports whether Tornado's get_argument and
+// get_query_argument read val as another value: as observed behind
+// sluice (Tornado 6.2), they make each of the controls U+0000 to U+0008
+// and U+000E to U+001F a space, then strip whitespace from both ends
+// (Python's str.strip: U+001C to U+001F and every rune unicode.IsSpace
+// takes), so victim%20, %09victim, victim%00 and victim%C2%A0 are all
+// victim to them.
+func argumentTrimmed(val []byte) bool {
+	for _, c := range val {
+		if c <= 0x08 || 0x0e <= c && c <= 0x1f {
+			return true
+		}
+	}
+	if len(val) == 0 {
+		return false
+	}
+	first, _ := utf8.DecodeRune(val)
+	last, _ := utf8.DecodeLastRune(val)
+	return unicode.IsSpace(first) || unicode.IsSpace(last)
+}
+
 // Reasons appendQuery gives for refusing a parameter.
 const (
 	queryAliasedWhy = "the query gives it only under another spelling of its name, which some frameworks read as it and others as no such parameter"
 	queryNotUTF8Why = "the parameter's value is not UTF-8 once decoded, which frameworks read in different ways"
+	queryTrimmedWhy = "the parameter's value starts or ends with whitespace or holds a control character, which some frameworks strip"
 )
 
 // queryParam splits one pair of a query into its name, decoded when it
@@ -1034,7 +1061,7 @@ func AppendPathKeyOf(dst []byte, path, rawPath string, fold bool) []byte {
 // query, as the gateway reads it (see appendQuery and Key.Append). It
 // reports false when the gateway answers 400: for a parameter given more
 // than once or only under another spelling of its name, a value that is
-// not UTF-8 once decoded, or a query of more than maxQueryParams
+// not UTF-8 once decoded or that Tornado strips, or a query of more than maxQueryParams
 // parameters.
 func AppendQueryKey(dst []byte, raw, name string) ([]byte, bool) {
 	if strings.Count(raw, "&")+1 > maxQueryParams {
