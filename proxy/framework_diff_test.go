@@ -113,6 +113,11 @@ routes:
     upstream: %[1]s/tornadoquery
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [query:api_key]}
+  - name: tornadoheader
+    match: {path_prefix: /v1/tornado-header}
+    upstream: %[1]s/tornadoheader
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [header:X-Api-Key]}
   - name: starletteotp
     match: {path: /v1/starlette/otp}
     upstream: %[1]s/starlette
@@ -177,6 +182,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readRack2Cookie(r.Header.Values("Cookie"), "sid")
 		case strings.HasPrefix(r.URL.Path, "/tornadoquery"):
 			who = readTornadoArgument(r.URL.RawQuery, "api_key")
+		case strings.HasPrefix(r.URL.Path, "/tornadoheader"):
+			who = strings.Trim(r.Header.Get("X-Api-Key"), " \t\n\v\f\r\x1c\x1d\x1e\x1f\x85\xa0")
 		case strings.HasPrefix(r.URL.Path, "/starlette"):
 			who = starletteRoute(strings.TrimPrefix(r.URL.Path, "/starlette"))
 		}
@@ -1032,4 +1039,18 @@ func readTornadoArgument(raw, name string) string {
 	}
 	val = regexp.MustCompile("[\x00-\x08\x0e-\x1f]").ReplaceAllString(val, " ")
 	return strings.TrimFunc(val, func(r rune) bool { return unicode.IsSpace(r) || 0x1c <= r && r <= 0x1f })
+}
+
+// Tornado 6.2 reads a field's value as Latin-1 and strips it with
+// Python's str.strip, which takes 0x85 (NEL) and 0xA0 (NO-BREAK SPACE)
+// too (the upstream above trims those bytes): behind sluice,
+// "victim\xa0", "\xa0victim" and "victim\x85" were "victim" to it, as
+// they were to Django 3.2's runserver (wsgiref strips each value).
+func TestFrameworkTornadoHeaderStrip(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for _, v := range []string{"victim\xa0", "\xa0victim", "victim\x85", "\x85victim", "victim\xa0\xa0", "\xa0\x85victim"} {
+		raws = append(raws, getRaw("/v1/tornado-header", "X-Api-Key: "+v+"\r\n"))
+	}
+	rig.attack(t, "victim", raws)
 }

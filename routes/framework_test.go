@@ -153,6 +153,32 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 	}
 }
 
+// TestKeyHeaderLatin1Strip: Tornado 6.2 and Django 3.2's runserver read
+// a field's value as Latin-1 and strip it with Python's str.strip, which
+// takes 0x85 (NEL) and 0xA0 (NO-BREAK SPACE): "victim\xa0" is "victim"
+// to them, and is refused rather than keyed apart.
+func TestKeyHeaderLatin1Strip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ value, want string }{
+		{"victim\xa0", ""},
+		{"\xa0victim", ""},
+		{"victim\x85", ""},
+		{"\x85\xa0victim", ""},
+		{"voil\xc3\xa0", ""}, // "voilà" in UTF-8 ends in 0xA0
+		{"vic\xa0tim", "vic\xa0tim"},
+		{"victim", "victim"},
+		{"", ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header["X-Api-Key"] = []string{tc.value}
+		got, err := keyOf(t, "r", "header:X-API-Key").Append(nil, r, netip.Addr{}, nil)
+		var amb *AmbiguousError
+		if refuse := tc.value != "" && tc.want == ""; refuse != errors.As(err, &amb) || string(got) != tc.want {
+			t.Errorf("header %q: got %q, %v; want %q, refused %v", tc.value, got, err, tc.want, refuse)
+		}
+	}
+}
+
 // TestJSONEncodingProblem (JSONCharsetProblem, then EncodingProblem): a JSON body an upstream may decode as other
 // than UTF-8 is refused on routes with json: keys.
 func TestJSONEncodingProblem(t *testing.T) {

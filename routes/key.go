@@ -288,6 +288,9 @@ func (k *Key) Append(dst []byte, r *http.Request, client netip.Addr, body *Body)
 			v := r.Header[s.name]
 			ok = len(v) <= 1
 			if len(v) == 1 {
+				if latin1Trimmed(v[0]) {
+					return dst, &AmbiguousError{Source: s.text, Why: headerTrimmedWhy}
+				}
 				dst = append(dst, v[0]...)
 			}
 		case srcHost:
@@ -447,6 +450,31 @@ func argumentTrimmed(val []byte) bool {
 	first, _ := utf8.DecodeRune(val)
 	last, _ := utf8.DecodeLastRune(val)
 	return unicode.IsSpace(first) || unicode.IsSpace(last)
+}
+
+// headerTrimmedWhy is why a header source refuses a value that
+// latin1Trimmed reports.
+const headerTrimmedWhy = "the field's value starts or ends with a byte that some frameworks read as whitespace and strip"
+
+// latin1Trimmed reports whether a framework that reads a field's value
+// as Latin-1 and strips it as Python's str.strip does reads v as another
+// value: as observed behind sluice, Tornado 6.2 (HTTPHeaders) and
+// Django 3.2's runserver (wsgiref) read "victim\xa0", "\x85victim" and
+// "victim" alike, 0x85 and 0xA0 being NEL and NO-BREAK SPACE in
+// Latin-1 (a UTF-8 "à", C3 A0, ends in such a byte too). net/http has
+// already trimmed spaces and tabs and refused other controls; the
+// rest of what str.strip takes is checked all the same.
+func latin1Trimmed(v string) bool {
+	if v == "" {
+		return false
+	}
+	return latin1Space(v[0]) || latin1Space(v[len(v)-1])
+}
+
+// latin1Space reports whether the Latin-1 character c is whitespace to
+// Python's str.isspace.
+func latin1Space(c byte) bool {
+	return c == ' ' || '\t' <= c && c <= '\r' || 0x1c <= c && c <= 0x1f || c == 0x85 || c == 0xa0
 }
 
 // Reasons appendQuery gives for refusing a parameter.
