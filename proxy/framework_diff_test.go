@@ -881,7 +881,9 @@ func readWerkzeugCookie(lines []string, name string) string {
 func readRack2Cookie(lines []string, name string) string {
 	for _, l := range lines {
 		for _, c := range regexp.MustCompile(`[;,] *`).Split(l, -1) {
-			if k, v, ok := strings.Cut(c, "="); ok && k == name {
+			// "sid" alone is sid, with no value, and the
+			// first sid wins.
+			if k, v, _ := strings.Cut(c, "="); k == name {
 				return v
 			}
 		}
@@ -1053,4 +1055,18 @@ func TestFrameworkTornadoHeaderStrip(t *testing.T) {
 		raws = append(raws, getRaw("/v1/tornado-header", "X-Api-Key: "+v+"\r\n"))
 	}
 	rig.attack(t, "victim", raws)
+}
+
+// Rack 2.2.22 under Rails 6.1.7's cookie jar (ActionDispatch) reads a
+// cookie name without "=" as that cookie with no value, and keeps the
+// first of a name: "sid; sid=k" has no sid to it, as to Symfony 5.4's
+// cookie bag (PHP 8.2's $_COOKIE, where it is ""). sluice keyed k each
+// time: a bucket per request that the upstream served without a session.
+func TestFrameworkRackBareCookieName(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for i := 0; i < 6; i++ {
+		raws = append(raws, getRaw("/v1/rk-cookie", fmt.Sprintf("Cookie: sid; sid=rot%d\r\n", i)))
+	}
+	rig.attack(t, "", raws)
 }

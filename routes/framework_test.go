@@ -87,6 +87,14 @@ func TestKeyReadsAsFrameworksDo(t *testing.T) {
 		// "victim,x=1" (see "cookie value cut at a comma").
 		{"cookie before a comma", "cookie:sid", "/", "sid=victim,x=1", "", "holds a comma"},
 		{"cookie twice in two letter cases", "cookie:sid", "/", "sid=rot1; SID=victim", "", "more than once"},
+		// Rack 2.2 (Rails 6.1's cookie jar) reads "sid" alone as sid
+		// with no value, PHP 8.2 (Symfony 5.4) as sid, "", and both
+		// keep the first: beside a sid=, it is a second sid.
+		{"cookie name without = first", "cookie:sid", "/", "sid; sid=victim", "", "more than once"},
+		{"cookie name without = last", "cookie:sid", "/", "sid=victim; sid", "", "more than once"},
+		{"cookie name without = as an array", "cookie:sid", "/", "sid[]; sid=victim", "", "more than once"},
+		{"cookie name without = alone", "cookie:sid", "/", "sid; a=1", "", ""},
+		{"cookie name without = inside a quoted value", "cookie:sid", "/", `a="x; sid; y"; sid=k`, "k", ""},
 		// ASP.NET Core also ends a cookie at a comma, and, where a
 		// cookie does not parse, tries again one byte further on, so
 		// it finds "sid=victim" inside another cookie; aiohttp's

@@ -653,8 +653,9 @@ func qsName(k string) string {
 // upstream framework reads as name: names are compared escapes decoded
 // and as sameName does. Cookies end at a ";" and also at a ",", as
 // ASP.NET Core splits them (so "sid=victim,x" is victim to it, and
-// "sid=a,sid=b" two sids). It reports why, whatever else, when a cookie
-// holds name where only some frameworks see it (see hiddenName). It
+// "sid=a,sid=b" two sids; a name without "=", as in "sid; sid=k", counts
+// too). It reports why, whatever else, when a cookie holds name where
+// only some frameworks see it (see hiddenName). It
 // reports why, and false, when the one such cookie is named otherwise
 // than name as sent (SID, s%69d, sid[], "sid "), follows a comma
 // (x=1,sid=k) or is inside a quoted value (a="x; sid=k", see
@@ -667,6 +668,7 @@ func qsName(k string) string {
 // as the frameworks that decode it read it (see appendCookieValue).
 func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool, why string) {
 	found, twice, aliased, quoted, cut := false, false, false, false, false
+	bare := false // name given without "=" (see below)
 	var val string
 	open := false // a double-quoted value is open (see quoteOpen)
 	for _, line := range lines {
@@ -685,6 +687,12 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			open = quoteOpen(part, open)
 			k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 			if !ok {
+				// Rack 2.2 (Rails' cookie jar) reads "sid" as sid
+				// with no value, and PHP (Symfony's cookie bag) as
+				// sid, "": the first of them wins, so "sid;
+				// sid=victim" is no sid to them. Beside a sid, it is
+				// a second one.
+				bare = bare || !inQuote && sameName(k, name)
 				continue
 			}
 			if !cookieParses(part) && hiddenName(strings.TrimLeft(part, " \t"), name) {
@@ -708,7 +716,7 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 			cut = sep == ','
 		}
 	}
-	if twice {
+	if twice || bare && found {
 		return dst, false, ""
 	}
 	if aliased {
