@@ -118,6 +118,14 @@ routes:
     upstream: %[1]s/tornadoheader
     limits:
       - {algorithm: fixed_window, limit: 2, window: 1h, key: [header:X-Api-Key]}
+  - name: tornadov2
+    match: {path_prefix: /v1/tornado-version, headers: {X-Api-Version: "2"}}
+    upstream: %[1]s/tornadoversion
+    limits:
+      - {algorithm: fixed_window, limit: 2, window: 1h, key: [global]}
+  - name: tornadoversion
+    match: {path_prefix: /v1/tornado-version}
+    upstream: %[1]s/tornadoversion
   - name: starletteotp
     match: {path: /v1/starlette/otp}
     upstream: %[1]s/starlette
@@ -184,6 +192,8 @@ func newFrameworkRig(t *testing.T) *frameworkRig {
 			who = readTornadoArgument(r.URL.RawQuery, "api_key")
 		case strings.HasPrefix(r.URL.Path, "/tornadoheader"):
 			who = strings.Trim(r.Header.Get("X-Api-Key"), " \t\n\v\f\r\x1c\x1d\x1e\x1f\x85\xa0")
+		case strings.HasPrefix(r.URL.Path, "/tornadoversion"):
+			who = "v" + strings.Trim(r.Header.Get("X-Api-Version"), " \t\x85\xa0")
 		case strings.HasPrefix(r.URL.Path, "/starlette"):
 			who = starletteRoute(strings.TrimPrefix(r.URL.Path, "/starlette"))
 		}
@@ -1069,4 +1079,17 @@ func TestFrameworkRackBareCookieName(t *testing.T) {
 		raws = append(raws, getRaw("/v1/rk-cookie", fmt.Sprintf("Cookie: sid; sid=rot%d\r\n", i)))
 	}
 	rig.attack(t, "", raws)
+}
+
+// A route that matches on a header's value: Tornado 6.2 reads
+// "X-Api-Version: 2\xa0" as 2 (see TestFrameworkTornadoHeaderStrip),
+// which the limited route for version 2 did not match, so it went to the
+// unlimited route for the other versions and reached version 2 there.
+func TestFrameworkTornadoMatchHeaderStrip(t *testing.T) {
+	rig := newFrameworkRig(t)
+	var raws []string
+	for _, v := range []string{"2", "2", "2\xa0", "\xa02", "2\x85", "\x852"} {
+		raws = append(raws, getRaw("/v1/tornado-version", "X-Api-Version: "+v+"\r\n"))
+	}
+	rig.attack(t, "v2", raws)
 }

@@ -190,6 +190,10 @@ func routeOf(s *snapshot, w http.ResponseWriter, r *http.Request, ex *exchange) 
 		problem.Error(w, http.StatusBadRequest, "header "+h+" is given more than once; routes match on it")
 		return nil, false
 	}
+	if h := s.cfg.Table.StrippedMatchHeader(r); h != "" {
+		problem.Error(w, http.StatusBadRequest, "header "+h+" starts or ends with a byte that some frameworks strip as a space; routes match on it")
+		return nil, false
+	}
 	match := s.cfg.Table.Match(r)
 	if match == nil {
 		problem.Error(w, http.StatusNotFound, "no route matches "+r.Method+" "+r.URL.Path)

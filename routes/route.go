@@ -44,6 +44,26 @@ func (t *Table) RepeatedMatchHeader(r *http.Request) string {
 	return ""
 }
 
+// StrippedMatchHeader returns the name of a header that some route
+// matches on and whose value r gives with a byte at either end that
+// Tornado and Django's runserver strip as a Latin-1 space (see
+// latin1Trimmed), or "". Such a request is answered 400: a route matches
+// "X-Api-Version: 2\xa0" as no "2", while those upstreams read 2 and
+// would reach the version 2 handler past its route's limits.
+func (t *Table) StrippedMatchHeader(r *http.Request) string {
+	if t == nil {
+		return ""
+	}
+	for _, h := range t.matchHeaders {
+		for _, v := range r.Header[h] {
+			if latin1Trimmed(v) {
+				return h
+			}
+		}
+	}
+	return ""
+}
+
 // Match returns the first route in file order matching r, or nil. r must
 // be in canonical form (see package proxy); routes see its MatchPath.
 func (t *Table) Match(r *http.Request) *Route {

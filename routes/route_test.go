@@ -196,3 +196,29 @@ func TestRepeatedMatchHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestStrippedMatchHeader: Tornado 6.2 and Django 3.2's runserver read
+// "X-Api-Version: 2\xa0" as 2, which the route for 2 does not match.
+func TestStrippedMatchHeader(t *testing.T) {
+	t.Parallel()
+	tab := mustParse(t, matchConfig, noEnv).Table
+	for _, tc := range []struct {
+		headers map[string][]string
+		want    string
+	}{
+		{nil, ""},
+		{map[string][]string{"X-Api-Version": {"2"}, "X-Empty": {""}}, ""},
+		{map[string][]string{"X-Api-Version": {"2\xa0"}}, "X-Api-Version"},
+		{map[string][]string{"X-Api-Version": {"\x852"}}, "X-Api-Version"},
+		{map[string][]string{"X-Api-Version": {"1\xa02"}}, ""},
+		{map[string][]string{"X-Other": {"a\xa0"}}, ""},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		for k, v := range tc.headers {
+			r.Header[k] = v
+		}
+		if got := tab.StrippedMatchHeader(r); got != tc.want {
+			t.Errorf("%q: got %q, want %q", tc.headers, got, tc.want)
+		}
+	}
+}
