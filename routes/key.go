@@ -731,13 +731,6 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 		// sid=victim,x and sid=victim%2Cx are one value to them.
 		return dst, false, commaWhy
 	}
-	if val != "" && val[0] == '"' && strings.IndexByte(val, '\\') >= 0 {
-		// Python's http.cookies (Django) decodes a quoted value's
-		// backslash escapes ("vic\164im" is victim); Express 5.3.0,
-		// Koa 3.3.0 and Fastify 5.12.8 keep them, and read vic\164im
-		// as sid=vic%5C164im spells it.
-		return dst, false, backslashWhy
-	}
 	for i := 0; i < len(val); i++ {
 		if val[i] >= utf8.RuneSelf {
 			// Node reads a Cookie field's bytes as Latin-1 (a raw
@@ -753,7 +746,9 @@ func appendCookie(dst []byte, lines []string, name string) (out []byte, ok bool,
 		// a control character for no cookie at all, where Express, Koa
 		// and Fastify read it: sid=k1", sid=k2", ... would each be a
 		// bucket of their own, and all one request without a session
-		// to them.
+		// to them. A quoted value's backslash is read apart besides:
+		// Python's http.cookies (Django) decodes its escapes
+		// ("vic\164im" is victim), Express, Koa and Fastify keep them.
 		return dst, false, droppedWhy
 	}
 	if expressJSONCookie(val) {
@@ -847,7 +842,6 @@ func uriComponentDecodes(s string) bool {
 const (
 	aliasedWhy      = "the Cookie field gives it only under another spelling of its name, after a comma or inside a quoted value, which some frameworks read as it and others as no such cookie"
 	garbledWhy      = "the cookie's value holds bytes that are not ASCII, or a % that is not one of escapes that decode to UTF-8, which frameworks read in different ways"
-	backslashWhy    = "the cookie's quoted value holds a backslash, which some frameworks decode as an escape and others keep"
 	commaWhy        = "the cookie's value holds a comma, where some frameworks end it and others do not"
 	escapedQuoteWhy = "the cookie's value starts with an escaped double quote, which some frameworks read as the quote around a value that others strip"
 	hiddenWhy       = "the Cookie field holds the cookie's name and \"=\" inside another cookie, where some frameworks read a cookie of its own"
