@@ -210,12 +210,17 @@ func routeOf(s *snapshot, w http.ResponseWriter, r *http.Request, ex *exchange) 
 func (g *Gateway) admit(s *snapshot, rt *route, w *recorder, r *http.Request, ex *exchange) (*snapshot, *route, bool) {
 	var body *routes.Body
 	if rt.r.ReadsBody {
-		switch ct := r.Header["Content-Type"]; {
+		ct := r.Header["Content-Type"]
+		mediaProblem := ""
+		if len(ct) == 1 {
+			mediaProblem = routes.MediaTypeProblem(ct[0])
+		}
+		switch {
 		case len(ct) > 1:
 			problem.Error(w, http.StatusBadRequest, "Content-Type is given more than once; json: key sources need one")
 			return s, rt, false
-		case len(ct) == 1 && routes.MediaTypeProblem(ct[0]) != "":
-			problem.Error(w, http.StatusBadRequest, routes.MediaTypeProblem(ct[0]))
+		case mediaProblem != "":
+			problem.Error(w, http.StatusBadRequest, mediaProblem)
 			return s, rt, false
 		case len(ct) == 1 && routes.IsJSON(ct[0]):
 			why := routes.JSONCharsetProblem(ct[0])
